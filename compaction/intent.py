@@ -1,0 +1,97 @@
+"""The versioned ``compactor.dev/intent`` annotation: written by the controller, read by the webhook.
+
+Compact JSON with a stable key order, e.g.::
+
+    {"v":1,"policy":"p","schedulerName":"compactor-scheduler",
+     "labels":{"compactor.dev/policy":"p"},"hash":"<12 hex>"}
+
+``hash`` is the first 12 hex digits of the SHA-256 of the same JSON without ``hash``; it lets
+the controller compare a Pod's admitted state with the workload's current intent cheaply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+import orjson
+
+from compaction import names
+from compaction.policy import Policy
+
+VERSION: Final = 1
+
+
+@dataclass(frozen=True)
+class Intent:
+    policy: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None
+
+    def _body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"v": VERSION, "policy": self.policy}
+        if self.scheduler_name:
+            body["schedulerName"] = self.scheduler_name
+        body["labels"] = dict(sorted(self.labels.items()))
+        return body
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(orjson.dumps(self._body())).hexdigest()[:12]
+
+    def render(self) -> str:
+        body = self._body()
+        body["hash"] = hashlib.sha256(orjson.dumps(body)).hexdigest()[:12]
+        return orjson.dumps(body).decode()
+
+
+def intent_for(policy: Policy) -> Intent:
+    return Intent(
+        policy=policy.name,
+        labels={names.POLICY_LABEL: policy.name},
+        scheduler_name=policy.scheduler.scheduler_name,
+    )
+
+
+class IntentError(StrEnum):
+    """Why an annotation could not be used (values are metric label values)."""
+
+    MALFORMED = "malformed"
+    UNKNOWN_VERSION = "unknown_version"
+    HASH_MISMATCH = "hash_mismatch"
+
+
+@dataclass(frozen=True)
+class ParsedIntent:
+    intent: Intent | None
+    error: IntentError | None = None
+    detail: str = ""
+
+
+def parse_intent(text: str | bytes) -> ParsedIntent:
+    """Read an annotation value; never raises, every failure is reported in ``error``."""
+    try:
+        raw = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        return ParsedIntent(None, IntentError.MALFORMED, f"not JSON: {e}")
+    if not isinstance(raw, dict):
+        return ParsedIntent(None, IntentError.MALFORMED, "not a JSON object")
+    version = raw.get("v")
+    if version != VERSION:
+        return ParsedIntent(None, IntentError.UNKNOWN_VERSION, f"version {version!r}")
+    policy, labels, sched = raw.get("policy"), raw.get("labels", {}), raw.get("schedulerName")
+    if not isinstance(policy, str) or not policy:
+        return ParsedIntent(None, IntentError.MALFORMED, "policy must be a non-empty string")
+    if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        return ParsedIntent(None, IntentError.MALFORMED, "labels must map strings to strings")
+    if sched is not None and (not isinstance(sched, str) or not sched):
+        return ParsedIntent(None, IntentError.MALFORMED, "schedulerName must be a string")
+    intent = Intent(policy=policy, labels=labels, scheduler_name=sched)
+    if raw.get("hash") != intent.hash:
+        return ParsedIntent(None, IntentError.HASH_MISMATCH,
+                            f"hash {raw.get('hash')!r} != {intent.hash!r}")
+    return ParsedIntent(intent)

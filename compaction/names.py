@@ -1,0 +1,39 @@
+"""Every name that several parts of Compactor must agree on (see DESIGN.md)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "compactor.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+POLICY_KIND: Final = "ClusterCompactionPolicy"
+POLICY_PLURAL: Final = "clustercompactionpolicies"
+
+INSTALL_NAMESPACE: Final = "compactor-system"
+PROTECTED_NAMESPACES: Final = frozenset({"kube-system", INSTALL_NAMESPACE})
+
+POLICY_LABEL: Final = "compactor.dev/policy"
+SUPPRESSED_LABEL: Final = "compactor.dev/suppressed"
+IGNORE_LABEL: Final = "compactor.dev/ignore"
+PROTECTED_LABEL: Final = "compactor.dev/protected"
+INTENT_ANNOTATION: Final = "compactor.dev/intent"
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE: Final = "compactor"
+
+MANAGED_SCHEDULER: Final = "compactor-scheduler"
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+SCHEDULER_CONFIGMAP: Final = "compactor-scheduler-config"
+DESCHEDULER_PREFIX: Final = "compactor-descheduler-"
+
+# CronJob names may be at most 52 characters; the descheduler CronJob is named after the policy.
+MAX_POLICY_NAME: Final = 52 - len(DESCHEDULER_PREFIX)
+
+SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# Pods below this priority are placeholder headroom: never blocking, never evicted by us.
+PLACEHOLDER_PRIORITY_CUTOFF: Final = -10
+
+
+def descheduler_name(policy: str) -> str:
+    """Name of the per-policy descheduler CronJob, ConfigMap and ServiceAccount."""
+    return f"{DESCHEDULER_PREFIX}{policy}"

@@ -1,0 +1,267 @@
+"""Start etcd, kube-apiserver and, on request, the controller manager, schedulers and kwok."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import yaml
+
+from localcluster import pki
+from localcluster.kube import Credentials, Kube, path
+from localcluster.process import Process, StartupError, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICE_CIDR = "10.0.0.0/24"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def tools_bin() -> Path:
+    """The cached control-plane binaries, built first if the pins changed (tools/build.sh)."""
+    override = os.environ.get("COMPACTOR_TOOLS_BIN")
+    if override:
+        return Path(override)
+    out = subprocess.run(
+        ["bash", str(ROOT / "tools" / "build.sh")], check=False, stdout=subprocess.PIPE, text=True
+    )
+    if out.returncode != 0:
+        raise StartupError("tools/build.sh failed (see its messages above)")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    workdir: Path
+    bin_dir: Path = field(default_factory=tools_bin)
+    start_timeout: float = 90.0
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    cpu: str = "4"
+    memory: str = "16Gi"
+    pods: str = "110"
+
+
+class Cluster:
+    """One local control plane. Every process it starts is stopped by PID in ``stop``."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.dir = config.workdir
+        self.bin = config.bin_dir
+        self.processes: list[Process] = []
+        self.api_port = free_port()
+        self.server = f"https://127.0.0.1:{self.api_port}"
+        self.pki = self.dir / "pki"
+        self.kubeconfig = self.dir / "kubeconfig"
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> Cluster:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.pki.mkdir(exist_ok=True)
+        try:
+            self._write_pki()
+            self._start_etcd()
+            self._start_apiserver()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.processes.clear()
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def logs(self) -> dict[str, Path]:
+        return {p.name: p.log for p in self.processes}
+
+    def process(self, name: str) -> Process:
+        return next(p for p in self.processes if p.name == name)
+
+    def client(self) -> Kube:
+        return Kube(self.credentials)
+
+    @property
+    def credentials(self) -> Credentials:
+        return Credentials(
+            server=self.server, ca=self.pki / "ca.crt",
+            cert=self.pki / "admin.crt", key=self.pki / "admin.key",
+        )
+
+    # --- control plane -----------------------------------------------------------
+
+    def _write_pki(self) -> None:
+        ca = pki.CertificateAuthority("compactor-local-ca")
+        ca.pair.write(self.pki, "ca")
+        self.ca = ca
+        ca.serving(
+            ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             "kubernetes.default.svc.cluster.local"],
+            ["127.0.0.1", "10.0.0.1"],
+        ).write(self.pki, "apiserver")
+        ca.client("compactor-admin", ["system:masters"]).write(self.pki, "admin")
+        (self.pki / "sa.key").write_bytes(pki.service_account_key())
+        self.kubeconfig.write_text(yaml.safe_dump(self._kubeconfig()))
+
+    def _kubeconfig(self) -> dict[str, object]:
+        return {
+            "apiVersion": "v1", "kind": "Config", "current-context": "local",
+            "clusters": [{"name": "local", "cluster": {
+                "server": self.server,
+                "certificate-authority": str(self.pki / "ca.crt")}}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate": str(self.pki / "admin.crt"),
+                "client-key": str(self.pki / "admin.key")}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+        }
+
+    def _spawn(self, name: str, *argv: str) -> Process:
+        proc = Process(name, argv, self.dir / "logs" / f"{name}.log")
+        proc.start()
+        self.processes.append(proc)
+        return proc
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        proc = self._spawn(
+            "etcd", str(self.bin / "etcd"),
+            "--name=local", f"--data-dir={self.dir / 'etcd'}",
+            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=local=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync=true", "--log-level=warn",
+        )
+        proc.wait_healthy(
+            lambda: httpx.get(f"{self.etcd_url}/health", timeout=1).status_code == 200,
+            self.config.start_timeout,
+        )
+
+    def _start_apiserver(self) -> None:
+        p = self.pki
+        proc = self._spawn(
+            "kube-apiserver", str(self.bin / "kube-apiserver"),
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={self.api_port}",
+            f"--tls-cert-file={p / 'apiserver.crt'}", f"--tls-private-key-file={p / 'apiserver.key'}",
+            f"--client-ca-file={p / 'ca.crt'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--allow-privileged=true",
+            f"--service-account-issuer={self.server}/",
+            f"--service-account-key-file={p / 'sa.key'}",
+            f"--service-account-signing-key-file={p / 'sa.key'}",
+            f"--cert-dir={p}",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false", "--v=1",
+        )
+        kube = self.client()
+        try:
+            proc.wait_healthy(
+                lambda: kube.raw("/readyz").status_code == 200, self.config.start_timeout
+            )
+        finally:
+            kube.close()
+
+    def _component_flags(self, port: int) -> list[str]:
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--cert-dir={self.dir / 'certs'}",
+        ]
+
+    def _wait_component(self, proc: Process, port: int) -> None:
+        def healthy() -> bool:
+            r = httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=1)
+            return r.status_code == 200
+        proc.wait_healthy(healthy, self.config.start_timeout)
+
+    def start_controller_manager(self) -> None:
+        """Deployments → ReplicaSets → Pods, CronJobs → Jobs, GC, PDB status, ServiceAccounts."""
+        port = free_port()
+        proc = self._spawn(
+            "kube-controller-manager", str(self.bin / "kube-controller-manager"),
+            *self._component_flags(port),
+            "--leader-elect=false",
+            # Node lifecycle would taint kwok nodes; kwok keeps their conditions itself.
+            "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-route,-service,"
+            "-bootstrapsigner,-tokencleaner",
+            f"--service-account-private-key-file={self.pki / 'sa.key'}",
+            f"--root-ca-file={self.pki / 'ca.crt'}",
+            "--use-service-account-credentials=false",
+            "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+            "--v=1",
+        )
+        self._wait_component(proc, port)
+
+    def start_scheduler(self, name: str = "kube-scheduler", config: Path | None = None) -> Process:
+        """The default kube-scheduler, or a second one from a KubeSchedulerConfiguration file."""
+        port = free_port()
+        flags = [f"--config={config}"] if config else ["--leader-elect=false"]
+        proc = self._spawn(name, str(self.bin / "kube-scheduler"),
+                           *self._component_flags(port), *flags, "--v=1")
+        self._wait_component(proc, port)
+        return proc
+
+    def start_kwok(self) -> None:
+        """Fake kubelets: nodes annotated ``kwok.x-k8s.io/node=fake`` turn Ready, Pods Running."""
+        port = free_port()
+        proc = self._spawn(
+            "kwok", str(self.bin / "kwok"),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+            "--cidr=10.0.64.0/18", "--node-ip=10.0.1.1",
+            f"--server-address=127.0.0.1:{port}",
+        )
+        proc.wait_healthy(
+            lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200,
+            self.config.start_timeout,
+        )
+
+    # --- cluster content -----------------------------------------------------------
+
+    def add_nodes(self, kube: Kube, names: list[str], shape: NodeShape = NodeShape(),
+                  labels: dict[str, str] | None = None, wait: bool = True) -> None:
+        for name in names:
+            capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods}
+            kube.create(path("nodes"), {
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {
+                    "name": name, "annotations": {KWOK_ANNOTATION: "fake"},
+                    "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                               "type": "kwok", **(labels or {})},
+                },
+                "status": {"capacity": capacity, "allocatable": capacity},
+            })
+        if wait:
+            deadline = time.monotonic() + self.config.start_timeout
+            for name in names:
+                while not _node_ready(kube.get(path("nodes", name=name))):
+                    if time.monotonic() > deadline:
+                        raise StartupError(f"node {name} never became Ready (is kwok running?)")
+                    time.sleep(0.1)
+
+
+def _node_ready(node: dict[str, object]) -> bool:
+    status = node.get("status")
+    conditions = status.get("conditions", []) if isinstance(status, dict) else []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

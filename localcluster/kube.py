@@ -1,0 +1,162 @@
+"""A small synchronous Kubernetes REST client (httpx + client certificate) for tests and the demo.
+
+Tests want to say exactly which request reaches the API server and read exactly what it
+answers (status codes included), so this stays a thin layer over HTTP rather than a model.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+_CORE = {
+    "pods", "services", "namespaces", "nodes", "configmaps", "secrets", "serviceaccounts",
+    "events", "endpoints", "persistentvolumeclaims",
+}
+_GROUPS = {
+    "deployments": "apis/apps/v1", "replicasets": "apis/apps/v1", "statefulsets": "apis/apps/v1",
+    "daemonsets": "apis/apps/v1", "jobs": "apis/batch/v1", "cronjobs": "apis/batch/v1",
+    "poddisruptionbudgets": "apis/policy/v1", "leases": "apis/coordination.k8s.io/v1",
+    "priorityclasses": "apis/scheduling.k8s.io/v1",
+    "mutatingwebhookconfigurations": "apis/admissionregistration.k8s.io/v1",
+    "customresourcedefinitions": "apis/apiextensions.k8s.io/v1",
+    "clusterroles": "apis/rbac.authorization.k8s.io/v1",
+    "clusterrolebindings": "apis/rbac.authorization.k8s.io/v1",
+    "roles": "apis/rbac.authorization.k8s.io/v1",
+    "rolebindings": "apis/rbac.authorization.k8s.io/v1",
+}
+
+
+class ApiError(Exception):
+    """A non-2xx answer; ``status`` is the HTTP code, ``body`` the decoded Status object."""
+
+    def __init__(self, status: int, body: Obj, method: str, path: str) -> None:
+        self.status, self.body = status, body
+        self.reason = str(body.get("reason", ""))
+        self.message = str(body.get("message", ""))
+        super().__init__(f"{method} {path}: HTTP {status} {self.reason}: {self.message[:500]}")
+
+
+def path(resource: str, namespace: str | None = None, name: str | None = None,
+         api: str | None = None, sub: str | None = None) -> str:
+    """The REST path of a resource; ``api`` (e.g. ``apis/compactor.dev/v1alpha1``) for CRDs."""
+    base = api or ("api/v1" if resource in _CORE else _GROUPS[resource])
+    parts = ["", base]
+    if namespace is not None:
+        parts += ["namespaces", namespace]
+    parts.append(resource)
+    if name is not None:
+        parts.append(name)
+    if sub is not None:
+        parts.append(sub)
+    return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    server: str
+    ca: Path
+    cert: Path
+    key: Path
+
+
+class Kube:
+    def __init__(self, creds: Credentials, timeout: float = 30.0) -> None:
+        self.creds = creds
+        tls = ssl.create_default_context(cafile=str(creds.ca))
+        tls.load_cert_chain(str(creds.cert), str(creds.key))
+        self._http = httpx.Client(base_url=creds.server, verify=tls, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, method: str, url: str, body: Any = None,
+                content_type: str = "application/json", params: dict[str, str] | None = None,
+                headers: dict[str, str] | None = None) -> Obj:
+        hdrs = {"Content-Type": content_type, **(headers or {})}
+        resp = self._http.request(method, url, json=body, headers=hdrs, params=params)
+        data: Obj
+        try:
+            data = resp.json() if resp.content else {}
+        except ValueError:
+            data = {"message": resp.text}
+        if resp.status_code >= 300:
+            raise ApiError(resp.status_code, data, method, url)
+        return data
+
+    def raw(self, url: str) -> httpx.Response:
+        return self._http.get(url)
+
+    def get(self, url: str) -> Obj:
+        return self.request("GET", url)
+
+    def create(self, url: str, obj: Obj, dry_run: bool = False) -> Obj:
+        return self.request("POST", url, obj, params={"dryRun": "All"} if dry_run else None)
+
+    def apply(self, url: str, obj: Obj, manager: str = "compactor-tests") -> Obj:
+        """Server-side apply of one object at its own URL."""
+        return self.request(
+            "PATCH", url, obj, "application/apply-patch+yaml",
+            params={"fieldManager": manager, "force": "true"},
+        )
+
+    def patch(self, url: str, patch: Any, kind: str = "merge") -> Obj:
+        ctype = {
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+        }[kind]
+        return self.request("PATCH", url, patch, ctype)
+
+    def delete(self, url: str, missing_ok: bool = True) -> Obj:
+        try:
+            return self.request("DELETE", url)
+        except ApiError as e:
+            if e.status == 404 and missing_ok:
+                return {}
+            raise
+
+    def items(self, url: str, label_selector: str | None = None) -> list[Obj]:
+        params = {"labelSelector": label_selector} if label_selector else None
+        return list(self.request("GET", url, params=params).get("items", []))
+
+    def evict(self, namespace: str, name: str) -> Obj:
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace}}
+        return self.create(path("pods", namespace, name, sub="eviction"), body)
+
+    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        try:
+            self.create(path("namespaces"),
+                        {"metadata": {"name": name, "labels": labels or {}}})
+        except ApiError as e:
+            if e.status != 409:
+                raise
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0,
+             interval: float = 0.2) -> T:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` and the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = probe()
+        except ApiError as e:
+            last = e
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+        time.sleep(interval)
+

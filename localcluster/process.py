@@ -1,0 +1,72 @@
+"""Child processes of the local cluster: started with their logs on disk, stopped by PID."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the kernel's choice, so parallel runs don't clash)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StartupError(RuntimeError):
+    """A component did not become healthy; the message carries the tail of its log."""
+
+
+@dataclass
+class Process:
+    name: str
+    argv: Sequence[str]
+    log: Path
+    _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self._popen = subprocess.Popen(
+                list(self.argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen else None
+
+    def running(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def wait_healthy(self, check: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise StartupError(f"{self.name} exited during start-up:\n{self.tail()}")
+            with contextlib.suppress(Exception):
+                if check():
+                    return
+            time.sleep(0.1)
+        raise StartupError(f"{self.name} not healthy after {timeout:.0f}s:\n{self.tail()}")
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Terminate this one PID (never a group or a name), then kill it if it lingers."""
+        if self._popen is None or self._popen.poll() is not None:
+            return
+        self._popen.terminate()
+        try:
+            self._popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            self._popen.kill()
+            self._popen.wait(grace)

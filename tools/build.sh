@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds the local control plane (kube-apiserver, kube-controller-manager,
+# kube-scheduler, etcd, kwok, descheduler) from the Go module proxy into a cache.
+# Prints the bin directory on stdout. Rebuilds only when the pins change.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+cache="${COMPACTOR_TOOLS_CACHE:-$root/.cache/tools}"
+key="$(cat "$here/versions.env" "$here/build.sh" | sha256sum | cut -c1-16)"
+out="$cache/$key"
+bin="$out/bin"
+
+need=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok descheduler)
+complete=1
+for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
+if [[ $complete == 1 ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "error: Go is not installed; the local control plane is built from Go modules (need go >= 1.26)" >&2
+  exit 2
+fi
+gover="$(go env GOVERSION)"
+if [[ "$(printf '%s\n' go1.26 "$gover" | sort -V | head -1)" != go1.26 ]]; then
+  echo "error: $gover is too old; need go >= 1.26 (set GOTOOLCHAIN if your proxy serves newer toolchains)" >&2
+  exit 2
+fi
+if ! go list -m -versions "k8s.io/kubernetes" >/dev/null 2>&1; then
+  echo "error: the Go module proxy ($(go env GOPROXY)) cannot be reached; cannot build the control plane" >&2
+  exit 2
+fi
+
+mkdir -p "$bin" "$out/src"
+log="$out/build.log"
+echo "building control plane tools into $out (log: $log); the first build takes a while" >&2
+export GOFLAGS="${GOFLAGS:-} -mod=mod -buildvcs=false"
+export CGO_ENABLED=0
+
+# module <dir> <module-path> <require/replace block>
+module() {
+  mkdir -p "$out/src/$1"
+  printf 'module compactor.dev/tools/%s\n\ngo 1.26.0\n\n%s\n' "$1" "$2" >"$out/src/$1/go.mod"
+}
+
+build() { # build <dir> <pkg@version> <binary-name>
+  local dir="$1" pkg="$2" name="$3"
+  (cd "$out/src/$dir" && go get "$pkg" >>"$log" 2>&1 && go build -trimpath -ldflags=-s -o "$bin/$name.tmp" "${pkg%@*}" >>"$log" 2>&1) || {
+    echo "error: building $name failed; last lines of $log:" >&2
+    tail -30 "$log" >&2
+    exit 1
+  }
+  mv "$bin/$name.tmp" "$bin/$name"
+  echo "  built $name" >&2
+}
+
+staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
+  cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api
+  cri-client cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt
+  kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
+  mount-utils pod-security-admission sample-apiserver streaming)
+replaces=""
+for m in "${staging[@]}"; do replaces+=$'\t'"k8s.io/$m => k8s.io/$m $KUBERNETES_STAGING_VERSION"$'\n'; done
+module kube "require k8s.io/kubernetes $KUBERNETES_VERSION
+
+replace (
+$replaces)"
+for c in kube-apiserver kube-controller-manager kube-scheduler; do
+  build kube "k8s.io/kubernetes/cmd/$c@$KUBERNETES_VERSION" "$c"
+done
+
+module etcd "require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+
+replace (
+	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 $ETCD_VERSION
+	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 $ETCD_VERSION
+	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 $ETCD_VERSION
+	go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 $ETCD_VERSION
+)"
+build etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" etcd
+
+module kwok "require sigs.k8s.io/kwok $KWOK_VERSION"
+build kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" kwok
+
+module descheduler "require sigs.k8s.io/descheduler $DESCHEDULER_VERSION
+
+replace k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-20260512234627-ef417d054102"
+build descheduler "sigs.k8s.io/descheduler/cmd/descheduler@$DESCHEDULER_VERSION" descheduler
+
+echo "$bin"
