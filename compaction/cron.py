@@ -7,7 +7,7 @@ from typing import Final
 _MONTHS: Final = {m: i + 1 for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])}
 _DAYS: Final = {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
-_FIELDS: Final = (
+_FIELDS: Final[tuple[tuple[str, int, int, dict[str, int]], ...]] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day of month", 1, 31, {}),

@@ -1,4 +1,4 @@
-"""The versioned ``compactor.dev/intent`` annotation: written by the controller, read by the webhook.
+"""The versioned ``compactor.dev/intent`` annotation: the controller writes it, the webhook reads.
 
 Compact JSON with a stable key order, e.g.::
 

@@ -265,7 +265,7 @@ class _Reader:
             return None
         op_raw, values = raw.get("operator"), raw.get("values")
         try:
-            op = NamespaceOperator(op_raw)
+            op = NamespaceOperator(str(op_raw))
         except ValueError:
             self._err(f"{at}.operator", f"must be In or NotIn, not {op_raw!r}")
             op = NamespaceOperator.IN

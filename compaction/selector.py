@@ -134,7 +134,7 @@ def _parse_expression(expr: Any, at: str, problems: list[Problem],
         problems.append(Problem(f"{at}.key", "is required"))
         ok = False
     try:
-        op = Operator(op_raw)
+        op = Operator(str(op_raw))
     except ValueError:
         allowed = ", ".join(o.value for o in Operator)
         problems.append(Problem(f"{at}.operator", f"must be one of {allowed}, not {op_raw!r}"))

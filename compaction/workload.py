@@ -42,7 +42,7 @@ API_VERSIONS: Final[Mapping[WorkloadType, str]] = {
 
 @dataclass(frozen=True)
 class Workload:
-    """What scope matching looks at: kind, place, labels of the workload, its template and namespace."""
+    """What scope matching looks at: kind, place, labels of workload, template and namespace."""
 
     kind: WorkloadType
     namespace: str

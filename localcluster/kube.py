@@ -155,7 +155,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0,
             last = e
         else:
             if last:
-                return last
+                return last  # type: ignore[no-any-return]
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
         time.sleep(interval)

@@ -1,4 +1,4 @@
-"""The local control plane does what a real cluster does: schedules, calls webhooks, enforces PDBs."""
+"""The local control plane acts as a real cluster: it schedules, calls webhooks, enforces PDBs."""
 
 from __future__ import annotations
 

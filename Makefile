@@ -1,0 +1,45 @@
+# Two commands for a newcomer: `make test` and `make demo`. Everything else is a step of those.
+SHELL := bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo venv tools lint typecheck unit integration bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+venv: $(STAMP)
+
+## tools: build (once) kube-apiserver, controller-manager, scheduler, etcd, kwok, descheduler
+tools:
+	@bash tools/build.sh >/dev/null
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+integration: $(STAMP) tools
+	$(BIN)/pytest tests/integration
+
+## test: install what is needed, then ruff, import contracts, mypy and the whole suite
+test: $(STAMP) tools lint typecheck
+	$(BIN)/pytest
+
+## demo: start the embedded local cluster and keep it up until Ctrl-C
+demo: $(STAMP) tools
+	$(BIN)/python -m localcluster.demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

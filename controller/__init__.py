@@ -1,0 +1,1 @@
+"""The compaction controller: reconcilers, scheduler and descheduler rendering (issue 5)."""

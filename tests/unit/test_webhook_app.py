@@ -1,0 +1,272 @@
+"""The /mutate endpoint in-process, with the API server's GET replaced by FakeApi (the boundary
+under test here; tests/integration/test_webhook.py drives the same code from the real one)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import pytest_asyncio
+
+from compaction.intent import Intent
+from tests.unit.webhook_fakes import (
+    DEPLOY,
+    INTENT,
+    RS,
+    FakeApi,
+    deployment_chain,
+    failing,
+    pod,
+    review,
+)
+from webhook.review import OwnerRef
+from webhook.server import Webhook
+from webhook.settings import Settings
+
+
+class Harness:
+    def __init__(self, api: FakeApi, budget: float = 2.0) -> None:
+        self.api = api
+        self.webhook = Webhook(Settings(budget_seconds=budget), reader=api)
+        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.webhook.app),
+                                        base_url="http://webhook")
+
+    async def admit(self, body: bytes) -> dict[str, Any]:
+        resp = await self.client.post("/mutate", content=body)
+        assert resp.status_code == 200, resp.text
+        out: dict[str, Any] = resp.json()["response"]
+        return out
+
+    async def patch(self, body: bytes) -> list[dict[str, Any]]:
+        resp = await self.admit(body)
+        assert resp["allowed"] is True
+        if "patch" not in resp:
+            return []
+        assert resp["patchType"] == "JSONPatch"
+        ops: list[dict[str, Any]] = orjson.loads(base64.b64decode(resp["patch"]))
+        return ops
+
+    async def metric(self, name: str, **labels: str) -> float:
+        value = self.webhook.metrics.registry.get_sample_value(name, labels)
+        return value or 0.0
+
+
+@pytest_asyncio.fixture
+async def api() -> FakeApi:
+    fake = FakeApi()
+    deployment_chain(fake)
+    return fake
+
+
+@pytest_asyncio.fixture
+async def hook(api: FakeApi) -> AsyncIterator[Harness]:
+    h = Harness(api)
+    yield h
+    await h.client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_pod_of_an_annotated_deployment_is_patched(hook: Harness) -> None:
+    body = review(pod())
+    resp = await hook.admit(body)
+    assert resp["uid"] == orjson.loads(body)["request"]["uid"]
+    ops = await hook.patch(review(pod()))
+    assert {"op": "add", "path": "/spec/schedulerName", "value": "compactor-scheduler"} in ops
+    assert {"op": "add", "path": "/metadata/labels",
+            "value": {"compactor.dev/policy": "web-policy"}} in ops
+    assert await hook.metric("compactor_admission_requests_total", outcome="patched") == 2
+
+
+@pytest.mark.asyncio
+async def test_dry_run_gets_the_same_patch(hook: Harness) -> None:
+    assert await hook.patch(review(pod(), dry_run=True)) == await hook.patch(review(pod()))
+
+
+@pytest.mark.asyncio
+async def test_job_pod_falls_back_to_the_annotated_cronjob(api: FakeApi, hook: Harness) -> None:
+    cron = OwnerRef("batch/v1", "CronJob", "nightly", "uid-cron")
+    job = OwnerRef("batch/v1", "Job", "nightly-123", "uid-job")
+    api.add("shop", cron, {"compactor.dev/intent": INTENT.render()})
+    api.add("shop", job, parent=cron)
+    ops = await hook.patch(review(pod(owner=job)))
+    assert any(op["path"] == "/spec/schedulerName" for op in ops)
+
+
+@pytest.mark.asyncio
+async def test_nearest_annotated_owner_wins(api: FakeApi, hook: Harness) -> None:
+    near = Intent("near", {"compactor.dev/policy": "near"}, "other-scheduler")
+    api.add("shop", RS, {"compactor.dev/intent": near.render()}, parent=DEPLOY)
+    ops = await hook.patch(review(pod()))
+    assert {"op": "add", "path": "/spec/schedulerName", "value": "other-scheduler"} in ops
+
+
+SKIPS = [
+    ("mirror-pod", lambda: review(pod(annotations={"kubernetes.io/config.mirror": "x"}))),
+    ("kube-system", lambda: review(pod(ns="kube-system"), namespace="kube-system")),
+    ("compactor-system", lambda: review(pod(ns="compactor-system"),
+                                        namespace="compactor-system")),
+    ("pod-opted-out", lambda: review(pod(labels={"compactor.dev/ignore": "true"}))),
+    ("bare-pod", lambda: review(pod(owner=None))),
+    ("update", lambda: review(pod(), operation="UPDATE")),
+    ("delete", lambda: review(None, operation="DELETE")),
+    ("not-a-pod", lambda: review({"metadata": {}}, kind="Deployment", group="apps")),
+    ("unsupported-owner-kind", lambda: review(pod(owner=OwnerRef("v1", "Node", "n", "u")))),
+]
+
+
+@pytest.mark.parametrize("make", [m for _, m in SKIPS], ids=[i for i, _ in SKIPS])
+@pytest.mark.asyncio
+async def test_skipped_requests_are_allowed_unchanged(hook: Harness, make: Any) -> None:
+    assert await hook.patch(make()) == []
+
+
+@pytest.mark.asyncio
+async def test_opted_out_namespace_is_skipped(api: FakeApi, hook: Harness) -> None:
+    api.add_namespace("shop", {"compactor.dev/ignore": "true"})
+    assert await hook.patch(review(pod())) == []
+    assert await hook.metric("compactor_admission_requests_total", outcome="skipped") == 1
+
+
+@pytest.mark.asyncio
+async def test_opted_out_owner_is_skipped(api: FakeApi, hook: Harness) -> None:
+    api.add("shop", DEPLOY, {"compactor.dev/intent": INTENT.render()},
+            labels={"compactor.dev/ignore": "true"})
+    assert await hook.patch(review(pod())) == []
+
+
+@pytest.mark.asyncio
+async def test_suppressed_workload_still_gets_its_scheduler(api: FakeApi, hook: Harness) -> None:
+    api.add("shop", DEPLOY, {"compactor.dev/intent": INTENT.render()},
+            labels={"compactor.dev/suppressed": "true"})
+    assert any(op["path"] == "/spec/schedulerName" for op in await hook.patch(review(pod())))
+
+
+@pytest.mark.asyncio
+async def test_gpu_scheduler_is_kept_and_counted(hook: Harness) -> None:
+    ops = await hook.patch(review(pod(scheduler="kai-scheduler")))
+    assert ops and not any(op["path"] == "/spec/schedulerName" for op in ops)
+    assert await hook.metric("compactor_gpu_scheduler_overrides_total",
+                             scheduler="kai-scheduler") == 1
+
+
+MALFORMED = [
+    ("empty", b"", 400), ("not-json", b"{nope", 400), ("array", b"[]", 400),
+    ("wrong-api-version", orjson.dumps({"apiVersion": "admission.k8s.io/v1beta1",
+                                        "kind": "AdmissionReview", "request": {}}), 400),
+    ("no-request", orjson.dumps({"apiVersion": "admission.k8s.io/v1",
+                                 "kind": "AdmissionReview"}), 400),
+    ("no-uid", orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                             "request": {"kind": {}, "operation": "CREATE"}}), 400),
+    ("oversized", b"{" + b" " * (3 * 1024 * 1024 + 1) + b"}", 413),
+]
+
+
+@pytest.mark.parametrize(("body", "status"), [(b, s) for _, b, s in MALFORMED],
+                         ids=[i for i, _, _ in MALFORMED])
+@pytest.mark.asyncio
+async def test_malformed_bodies_get_a_clear_http_error(hook: Harness, body: bytes,
+                                                       status: int) -> None:
+    resp = await hook.client.post("/mutate", content=body)
+    assert resp.status_code == status
+    assert resp.json()["error"]
+
+
+@pytest.mark.asyncio
+async def test_pod_create_with_garbage_object_fails_open(hook: Harness) -> None:
+    body = review({"metadata": "not-a-map", "spec": []})
+    assert await hook.patch(body) == []
+    assert await hook.metric("compactor_admission_failed_open_total",
+                             reason="malformed_object") == 1
+
+
+@pytest.mark.asyncio
+async def test_api_error_fails_open_and_is_counted(api: FakeApi, hook: Harness) -> None:
+    api.fail = failing()
+    assert await hook.patch(review(pod())) == []
+    assert await hook.metric("compactor_admission_failed_open_total", reason="api_error") == 1
+    assert await hook.metric("compactor_owner_lookups_total", result="error") == 1
+
+
+@pytest.mark.asyncio
+async def test_unexpected_exception_fails_open(api: FakeApi, hook: Harness) -> None:
+    api.fail = RuntimeError("bug")
+    assert await hook.patch(review(pod())) == []
+    assert await hook.metric("compactor_admission_failed_open_total", reason="internal") == 1
+
+
+@pytest.mark.asyncio
+async def test_slow_api_fails_open_within_the_budget(api: FakeApi) -> None:
+    api.delay = 5.0
+    h = Harness(api, budget=0.05)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert await h.patch(review(pod())) == []
+    assert loop.time() - start < 1.0
+    assert await h.metric("compactor_admission_failed_open_total", reason="timeout") == 1
+    await h.client.aclose()
+
+
+@pytest.mark.parametrize("text", ['{"v":9,"policy":"x"}', "garbage"])
+@pytest.mark.asyncio
+async def test_unusable_intent_fails_open_and_is_counted(api: FakeApi, hook: Harness,
+                                                         text: str) -> None:
+    api.add("shop", DEPLOY, {"compactor.dev/intent": text})
+    assert await hook.patch(review(pod())) == []
+    assert await hook.metric("compactor_admission_failed_open_total",
+                             reason="unknown_intent") == 1
+    reason = "unknown_version" if text.startswith("{") else "malformed"
+    assert await hook.metric("compactor_intent_errors_total", reason=reason) == 1
+
+
+@pytest.mark.asyncio
+async def test_burst_of_200_pods_costs_one_get_per_owner(api: FakeApi) -> None:
+    api.delay = 0.05  # every request in the burst arrives while the first GETs are in flight
+    h = Harness(api)
+    results = await asyncio.gather(*(h.patch(review(pod())) for _ in range(200)))
+    assert all(results)
+    assert sorted(api.gets) == sorted([
+        "/api/v1/namespaces/shop", "/apis/apps/v1/namespaces/shop/replicasets/web-abc",
+        "/apis/apps/v1/namespaces/shop/deployments/web"])
+    assert await h.metric("compactor_owner_api_requests_total") == 3
+    await h.client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_recreated_owner_with_a_new_uid_is_a_miss_not_a_stale_hit(
+        api: FakeApi, hook: Harness) -> None:
+    await hook.patch(review(pod()))
+    before = len(api.gets)
+    # Same name, new uid: the cached entry for the old uid must not answer for it.
+    new_rs = OwnerRef("apps/v1", "ReplicaSet", "web-abc", "uid-rs-2")
+    api.add("shop", new_rs, parent=DEPLOY)
+    ops = await hook.patch(review(pod(owner=new_rs)))
+    assert ops and len(api.gets) == before + 1
+    # A Pod still naming the old uid after the swap finds no owner on a fresh GET.
+    hook.webhook.cache._cache.clear()
+    assert await hook.patch(review(pod())) == []
+
+
+@pytest.mark.asyncio
+async def test_missing_owner_is_cached_negatively(api: FakeApi, hook: Harness) -> None:
+    ghost = OwnerRef("apps/v1", "ReplicaSet", "ghost", "uid-ghost")
+    assert await hook.patch(review(pod(owner=ghost))) == []
+    assert await hook.patch(review(pod(owner=ghost))) == []
+    assert api.gets.count("/apis/apps/v1/namespaces/shop/replicasets/ghost") == 1
+    assert await hook.metric("compactor_owner_lookups_total", result="negative") == 1
+
+
+@pytest.mark.asyncio
+async def test_health_ready_and_metrics_endpoints(hook: Harness) -> None:
+    await hook.patch(review(pod()))
+    assert (await hook.client.get("/healthz")).status_code == 200
+    assert (await hook.client.get("/readyz")).status_code == 200
+    text = (await hook.client.get("/metrics")).text
+    for name in ("compactor_admission_duration_seconds_bucket{le=\"0.0005\"}",
+                 "compactor_admission_requests_total", "compactor_owner_lookups_total",
+                 "compactor_owner_cache_entries 3.0", "compactor_gpu_scheduler_overrides_total"):
+        assert name in text

@@ -1,0 +1,66 @@
+"""build_patch: the JSONPatch for labels, the intent marker and schedulerName. Pure."""
+
+from __future__ import annotations
+
+from compaction.intent import Intent
+from webhook.patch import build_patch, escape
+from webhook.review import PodView
+
+INTENT = Intent("p", {"compactor.dev/policy": "p"}, "compactor-scheduler")
+TEXT = INTENT.render()
+
+
+def _pod(**kw: object) -> PodView:
+    return PodView(namespace="ns", name="x", **kw)  # type: ignore[arg-type]
+
+
+def test_escape_follows_rfc6901() -> None:
+    assert escape("compactor.dev/policy") == "compactor.dev~1policy"
+    assert escape("a~b/c") == "a~0b~1c"
+
+
+def test_pod_without_labels_or_annotations_gets_both_maps_created() -> None:
+    ops = build_patch(_pod(), INTENT, TEXT).ops
+    assert ops == [
+        {"op": "add", "path": "/metadata/labels", "value": {"compactor.dev/policy": "p"}},
+        {"op": "add", "path": "/metadata/annotations", "value": {"compactor.dev/intent": TEXT}},
+        {"op": "add", "path": "/spec/schedulerName", "value": "compactor-scheduler"},
+    ]
+
+
+def test_existing_maps_get_one_escaped_key_each() -> None:
+    pod = _pod(labels={"app": "web"}, annotations={"a": "b"}, has_labels=True,
+               has_annotations=True, scheduler_name="default-scheduler")
+    assert build_patch(pod, INTENT, TEXT).ops == [
+        {"op": "add", "path": "/metadata/labels/compactor.dev~1policy", "value": "p"},
+        {"op": "add", "path": "/metadata/annotations/compactor.dev~1intent", "value": TEXT},
+        {"op": "replace", "path": "/spec/schedulerName", "value": "compactor-scheduler"},
+    ]
+
+
+def test_a_stale_policy_label_is_replaced() -> None:
+    pod = _pod(labels={"compactor.dev/policy": "old"}, has_labels=True)
+    ops = build_patch(pod, INTENT, TEXT).ops
+    assert ops[0] == {"op": "replace", "path": "/metadata/labels/compactor.dev~1policy",
+                      "value": "p"}
+
+
+def test_gpu_scheduler_is_kept_and_reported() -> None:
+    plan = build_patch(_pod(scheduler_name="kai-scheduler"), INTENT, TEXT)
+    assert plan.kept_scheduler == "kai-scheduler"
+    assert not any(op["path"] == "/spec/schedulerName" for op in plan.ops)
+
+
+def test_descheduler_only_intent_leaves_the_scheduler_alone() -> None:
+    intent = Intent("d", {"compactor.dev/policy": "d"}, None)
+    plan = build_patch(_pod(), intent, intent.render())
+    assert [op["path"] for op in plan.ops] == ["/metadata/labels", "/metadata/annotations"]
+    assert plan.kept_scheduler is None
+
+
+def test_reinvocation_on_a_compliant_pod_yields_an_empty_patch() -> None:
+    pod = _pod(labels={"compactor.dev/policy": "p", "app": "x"},
+               annotations={"compactor.dev/intent": TEXT}, has_labels=True,
+               has_annotations=True, scheduler_name="compactor-scheduler")
+    plan = build_patch(pod, INTENT, TEXT)
+    assert plan.ops == [] and plan.kept_scheduler is None

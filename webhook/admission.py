@@ -1,0 +1,75 @@
+"""One admission decision: skip rules, owner resolution, patch. The endpoint only times it."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from compaction import names
+from webhook.metrics import Metrics
+from webhook.owners import OptedOut, OwnerCache
+from webhook.patch import build_patch
+from webhook.review import AdmissionRequest, PodView, is_pod_create, pod_view
+
+log = logging.getLogger("compactor.webhook")
+
+
+class Outcome(StrEnum):
+    PATCHED = "patched"
+    UNCHANGED = "unchanged"
+    SKIPPED = "skipped"
+    FAILED_OPEN = "failed_open"
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    patch: list[dict[str, Any]] | None = None
+    reason: str = ""
+
+
+def skip_reason(pod: PodView) -> str | None:
+    """Why this Pod is never mutated, judged on the request alone (no lookups)."""
+    if pod.is_mirror:
+        return "mirror pod"
+    if pod.namespace in names.PROTECTED_NAMESPACES:
+        return f"namespace {pod.namespace}"
+    if pod.labels.get(names.IGNORE_LABEL) == "true":
+        return "pod opted out"
+    if pod.controller is None:
+        return "no controller owner"
+    return None
+
+
+class Admitter:
+    def __init__(self, owners: OwnerCache, metrics: Metrics) -> None:
+        self.owners = owners
+        self.metrics = metrics
+
+    async def decide(self, request: AdmissionRequest) -> Decision:
+        # Dry-run requests get the same answer: the webhook has no side effects to skip.
+        if not is_pod_create(request):
+            return Decision(Outcome.SKIPPED, reason="not a Pod CREATE")
+        pod = pod_view(request)
+        reason = skip_reason(pod)
+        if reason:
+            return Decision(Outcome.SKIPPED, reason=reason)
+        if (await self.owners.namespace(pod.namespace)).ignored:
+            return Decision(Outcome.SKIPPED, reason="namespace opted out")
+        try:
+            found = await self.owners.resolve(pod.namespace, pod.controller)
+        except OptedOut as e:
+            return Decision(Outcome.SKIPPED, reason=f"owner opted out: {e}")
+        if found is None:
+            return Decision(Outcome.UNCHANGED, reason="no annotated owner")
+        plan = build_patch(pod, found.intent, found.rendered)
+        if plan.kept_scheduler:
+            self.metrics.gpu_overrides.labels(plan.kept_scheduler).inc()
+            log.info("pod %s/%s keeps scheduler %s over %s (intent of %s/%s)", pod.namespace,
+                     pod.name, plan.kept_scheduler, found.intent.scheduler_name,
+                     found.owner_kind, found.owner_name)
+        if not plan.ops:
+            return Decision(Outcome.UNCHANGED, reason="already compliant")
+        return Decision(Outcome.PATCHED, plan.ops)

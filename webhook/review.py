@@ -1,0 +1,140 @@
+"""The AdmissionReview wire format (admission.k8s.io/v1) and the slice of a Pod we read."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NotRequired, TypedDict
+
+import orjson
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class AdmissionRequest(TypedDict):
+    uid: str
+    kind: GroupVersionKind
+    operation: Operation
+    namespace: NotRequired[str]
+    name: NotRequired[str]
+    subResource: NotRequired[str]
+    dryRun: NotRequired[bool]
+    object: NotRequired[dict[str, Any]]
+
+
+class MalformedReview(ValueError):
+    """The body is not an AdmissionReview we can answer: HTTP 400, never an admission verdict."""
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None
+    controller: OwnerRef | None = None
+    # Whether the maps exist at all: adding a key to a missing map must create the map.
+    has_labels: bool = False
+    has_annotations: bool = False
+
+    @property
+    def is_mirror(self) -> bool:
+        return MIRROR_ANNOTATION in self.annotations
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise MalformedReview(f"body is not JSON: {e}") from e
+    if not isinstance(review, dict):
+        raise MalformedReview("body is not a JSON object")
+    if review.get("apiVersion") != "admission.k8s.io/v1" or review.get("kind") != "AdmissionReview":
+        raise MalformedReview("expected apiVersion admission.k8s.io/v1, kind AdmissionReview")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise MalformedReview("AdmissionReview has no request")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise MalformedReview("request.uid is missing")
+    if not isinstance(request.get("kind"), dict) or not isinstance(request.get("operation"), str):
+        raise MalformedReview("request.kind and request.operation are required")
+    return request  # type: ignore[return-value]
+
+
+def is_pod_create(request: AdmissionRequest) -> bool:
+    kind = request["kind"]
+    return (request["operation"] == "CREATE" and kind.get("group") == ""
+            and kind.get("kind") == "Pod" and not request.get("subResource"))
+
+
+def controller_ref(refs: Any) -> OwnerRef | None:
+    """The ownerReference with ``controller: true``, if any."""
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            try:
+                return OwnerRef(str(ref["apiVersion"]), str(ref["kind"]), str(ref["name"]),
+                                str(ref["uid"]))
+            except KeyError:
+                return None
+    return None
+
+
+def _str_map(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def pod_view(request: AdmissionRequest) -> PodView:
+    pod = request.get("object")
+    if not isinstance(pod, dict):
+        raise MalformedReview("a Pod CREATE request carries no object")
+    meta: dict[str, Any] = pod.get("metadata") or {}
+    spec: dict[str, Any] = pod.get("spec") or {}
+    if not isinstance(meta, dict) or not isinstance(spec, dict):
+        raise MalformedReview("Pod metadata and spec must be objects")
+    sched = spec.get("schedulerName")
+    return PodView(
+        # The namespace is on the request; metadata may omit it for generated names.
+        namespace=str(request.get("namespace") or meta.get("namespace") or ""),
+        name=str(meta.get("name") or meta.get("generateName") or ""),
+        labels=_str_map(meta.get("labels")),
+        annotations=_str_map(meta.get("annotations")),
+        scheduler_name=sched if isinstance(sched, str) and sched else None,
+        controller=controller_ref(meta.get("ownerReferences")),
+        has_labels=isinstance(meta.get("labels"), dict),
+        has_annotations=isinstance(meta.get("annotations"), dict),
+    )
+
+
+def response(uid: str, patch: list[dict[str, Any]] | None = None,
+             warnings: list[str] | None = None) -> bytes:
+    """An ``allowed: true`` AdmissionReview answer, with a JSONPatch when there is one."""
+    resp: dict[str, Any] = {"uid": uid, "allowed": True}
+    if patch:
+        resp["patchType"] = "JSONPatch"
+        resp["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+    if warnings:
+        resp["warnings"] = warnings
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                         "response": resp})

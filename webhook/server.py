@@ -1,0 +1,62 @@
+"""Wires settings, the API reader, the owner cache and the app together; runs uvicorn with TLS."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+
+from webhook.admission import Admitter
+from webhook.app import create_app
+from webhook.kubeapi import KubeReader
+from webhook.metrics import Metrics
+from webhook.owners import LookupFailed, OwnerCache
+from webhook.settings import Settings
+
+
+class Webhook:
+    def __init__(self, settings: Settings, reader: Any = None) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self.reader: Any = reader
+        self.cache = OwnerCache(self._fetch, self.metrics, maxsize=settings.cache_size,
+                                ttl=settings.cache_ttl_seconds,
+                                negative_ttl=settings.negative_ttl_seconds)
+        self.app: Starlette = create_app(
+            Admitter(self.cache, self.metrics), self.metrics,
+            budget_seconds=settings.budget_seconds, max_body_bytes=settings.max_body_bytes,
+            ready=lambda: self.reader is not None,
+            on_startup=self._start, on_shutdown=self._stop)
+
+    async def _fetch(self, path: str) -> dict[str, Any] | None:
+        if self.reader is None:
+            raise LookupFailed("API client not started")
+        result: dict[str, Any] | None = await self.reader.get(path)
+        return result
+
+    async def _start(self) -> None:
+        if self.reader is None:
+            self.reader = await KubeReader.from_environment(
+                self.settings.kubeconfig, self.settings.lookup_timeout_seconds)
+
+    async def _stop(self) -> None:
+        if self.reader is not None:
+            await self.reader.close()
+
+
+def uvicorn_config(webhook: Webhook) -> uvicorn.Config:
+    s = webhook.settings
+    return uvicorn.Config(
+        webhook.app, host=s.host, port=s.port, ssl_certfile=s.cert_file, ssl_keyfile=s.key_file,
+        workers=1, access_log=False, log_level=s.log_level, lifespan="on",
+        timeout_graceful_shutdown=10,
+    )
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.Server(uvicorn_config(Webhook(settings))).run()

@@ -1,0 +1,55 @@
+"""Webhook settings, read once from the environment (``COMPACTOR_WEBHOOK_*``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "0.0.0.0"
+    port: int = 8443
+    cert_file: str = "/etc/compactor/tls/tls.crt"
+    key_file: str = "/etc/compactor/tls/tls.key"
+    # Whole-request budget; must stay below the webhook configuration's timeoutSeconds.
+    budget_seconds: float = 2.0
+    lookup_timeout_seconds: float = 1.5
+    cache_size: int = 100_000
+    cache_ttl_seconds: float = 30.0
+    negative_ttl_seconds: float = 5.0
+    max_body_bytes: int = 3 * 1024 * 1024
+    kubeconfig: str | None = None
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
+        p = "COMPACTOR_WEBHOOK_"
+        d = cls()
+
+        def num(name: str, default: float) -> float:
+            raw = env.get(p + name)
+            if raw is None:
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ValueError(f"{p}{name} must be a number, not {raw!r}") from None
+            if value <= 0:
+                raise ValueError(f"{p}{name} must be positive, not {raw!r}")
+            return value
+
+        return cls(
+            host=env.get(p + "HOST", d.host),
+            port=int(num("PORT", d.port)),
+            cert_file=env.get(p + "CERT_FILE", d.cert_file),
+            key_file=env.get(p + "KEY_FILE", d.key_file),
+            budget_seconds=num("BUDGET_SECONDS", d.budget_seconds),
+            lookup_timeout_seconds=num("LOOKUP_TIMEOUT_SECONDS", d.lookup_timeout_seconds),
+            cache_size=int(num("CACHE_SIZE", d.cache_size)),
+            cache_ttl_seconds=num("CACHE_TTL_SECONDS", d.cache_ttl_seconds),
+            negative_ttl_seconds=num("NEGATIVE_TTL_SECONDS", d.negative_ttl_seconds),
+            kubeconfig=env.get(p + "KUBECONFIG") or env.get("KUBECONFIG") or None,
+            log_level=env.get(p + "LOG_LEVEL", d.log_level),
+        )
