@@ -27,13 +27,15 @@ class Process:
     name: str
     argv: Sequence[str]
     log: Path
+    env: dict[str, str] | None = None
     _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self._popen = subprocess.Popen(
-                list(self.argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                list(self.argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self.env,
             )
 
     @property
