@@ -113,6 +113,7 @@ class Cluster:
             ["127.0.0.1", "10.0.0.1"],
         ).write(self.pki, "apiserver")
         ca.client("compactor-admin", ["system:masters"]).write(self.pki, "admin")
+        ca.client("front-proxy-client", []).write(self.pki, "front-proxy")
         (self.pki / "sa.key").write_bytes(pki.service_account_key())
         self.kubeconfig.write_text(yaml.safe_dump(self._kubeconfig()))
 
@@ -161,6 +162,15 @@ class Cluster:
             f"--tls-cert-file={p / 'apiserver.crt'}",
             f"--tls-private-key-file={p / 'apiserver.key'}",
             f"--client-ca-file={p / 'ca.crt'}",
+            # Request-header auth configured, so components that delegate authentication
+            # (schedulers, descheduler) find a complete extension-apiserver-authentication.
+            f"--requestheader-client-ca-file={p / 'ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={p / 'front-proxy.crt'}",
+            f"--proxy-client-key-file={p / 'front-proxy.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",

@@ -1,0 +1,157 @@
+"""Per-policy descheduler: DeschedulerPolicy (descheduler/v1alpha2) and its CronJob. Pure.
+
+The rendered policy evicts only Pods that carry this policy's label, are not suppressed and
+not protected (safe-to-evict "false", placeholder headroom), ANDed with the policy's own
+``defaultEvictor.labelSelector``. The descheduler itself does not honour safe-to-evict, so
+the controller marks such Pods ``compactor.dev/protected=true`` and the selector excludes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import yaml
+
+from compaction import names
+from compaction.policy import Policy
+from compaction.selector import LabelSelector, Operator, Requirement
+from controller.labels import managed_labels, policy_owner
+from controller.runtime import PodRuntime
+
+SERVICE_ACCOUNT: Final = "compactor-descheduler"
+POLICY_KEY: Final = "policy.yaml"
+_MOUNT: Final = "/policy-dir"
+
+
+def eviction_selector(policy: Policy) -> LabelSelector:
+    base = LabelSelector((
+        Requirement(names.POLICY_LABEL, Operator.IN, (policy.name,)),
+        Requirement(names.SUPPRESSED_LABEL, Operator.DOES_NOT_EXIST),
+        Requirement(names.PROTECTED_LABEL, Operator.DOES_NOT_EXIST),
+    ))
+    return base.and_(policy.descheduler.default_evictor.label_selector)
+
+
+def _selector_object(selector: LabelSelector) -> dict[str, Any]:
+    exprs = []
+    for r in selector.requirements:
+        expr: dict[str, Any] = {"key": r.key, "operator": r.operator.value}
+        if r.values:
+            expr["values"] = sorted(r.values)
+        exprs.append(expr)
+    return {"matchExpressions": exprs}
+
+
+def _protections(policy: Policy) -> dict[str, list[str]]:
+    ev = policy.descheduler.default_evictor
+    disabled = [name for name, allowed in (
+        ("PodsWithLocalStorage", ev.evict_local_storage_pods),
+        ("DaemonSetPods", ev.evict_daemon_set_pods),
+        ("SystemCriticalPods", ev.evict_system_critical_pods),
+    ) if allowed]
+    out: dict[str, list[str]] = {}
+    if disabled:
+        out["defaultDisabled"] = disabled
+    if ev.ignore_pvc_pods:
+        out["extraEnabled"] = ["PodsWithPVC"]
+    return out
+
+
+def render_descheduler_policy(policy: Policy,
+                              node_labels: Mapping[str, Iterable[str]]) -> dict[str, Any]:
+    """The DeschedulerPolicy for one policy; ``node_labels`` are the label values seen on nodes,
+    against which ``*`` patterns in ``descheduler.nodeSelector`` are expanded."""
+    d = policy.descheduler
+    t = d.high_node_utilization.thresholds
+    evictor: dict[str, Any] = {
+        "nodeFit": d.default_evictor.node_fit,
+        "labelSelector": _selector_object(eviction_selector(policy)),
+    }
+    protections = _protections(policy)
+    if protections:
+        evictor["podProtections"] = protections
+    doc: dict[str, Any] = {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+    }
+    node_selector = d.node_selector.expand_wildcards(node_labels).render()
+    if node_selector:
+        doc["nodeSelector"] = node_selector
+    doc.update({
+        "maxNoOfPodsToEvictPerNode": d.max_pods_to_evict_per_node,
+        "maxNoOfPodsToEvictPerNamespace": d.max_pods_to_evict_per_namespace,
+        "maxNoOfPodsToEvictTotal": d.max_pods_to_evict_total,
+        "profiles": [{
+            "name": f"compactor-{policy.name}",
+            "pluginConfig": [
+                {"name": "DefaultEvictor", "args": evictor},
+                {"name": "HighNodeUtilization", "args": {
+                    "thresholds": {"cpu": t.cpu, "memory": t.memory, "pods": t.pods},
+                    "numberOfNodes": d.high_node_utilization.number_of_nodes,
+                    "evictableNamespaces": {"exclude": sorted(names.PROTECTED_NAMESPACES)},
+                }},
+            ],
+            "plugins": {
+                "filter": {"enabled": ["DefaultEvictor"]},
+                "preEvictionFilter": {"enabled": ["DefaultEvictor"]},
+                "balance": {"enabled": ["HighNodeUtilization"]},
+            },
+        }],
+    })
+    return doc
+
+
+def descheduler_configmap(policy: Policy, policy_doc: Mapping[str, Any],
+                          namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": names.descheduler_name(policy.name), "namespace": namespace,
+                     "labels": managed_labels("descheduler", policy.name),
+                     "ownerReferences": [policy_owner(policy.name, policy.uid)]},
+        "data": {POLICY_KEY: yaml.safe_dump(dict(policy_doc), sort_keys=False)},
+    }
+
+
+def descheduler_cronjob(policy: Policy, runtime: PodRuntime, suspend: bool,
+                        namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
+    name = names.descheduler_name(policy.name)
+    labels = managed_labels("descheduler", policy.name)
+    container: dict[str, Any] = {
+        "name": "descheduler", "image": runtime.image, "imagePullPolicy": runtime.pull_policy,
+        # One run per Job: no --descheduling-interval, so the process exits when done.
+        "command": ["/bin/descheduler", f"--policy-config-file={_MOUNT}/{POLICY_KEY}", "--v=3"],
+        "resources": dict(runtime.resources),
+        "securityContext": dict(runtime.security_context),
+        "volumeMounts": [{"name": "policy", "mountPath": _MOUNT, "readOnly": True}],
+    }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "restartPolicy": "Never",
+        "priorityClassName": "system-cluster-critical",
+        "containers": [container],
+        "volumes": [{"name": "policy", "configMap": {"name": name}}],
+    }
+    if runtime.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in runtime.image_pull_secrets]
+    return {
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                     "ownerReferences": [policy_owner(policy.name, policy.uid)]},
+        "spec": {
+            "schedule": policy.descheduler.interval,
+            "concurrencyPolicy": "Forbid",
+            "suspend": suspend,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": 600,
+                "ttlSecondsAfterFinished": 3600,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": pod_spec,
+                },
+            }},
+        },
+    }

@@ -1,0 +1,93 @@
+"""The compaction scheduler: a real kube-scheduler with one MostAllocated profile (pure)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import yaml
+
+from compaction import names
+from controller.labels import managed_labels
+from controller.runtime import PodRuntime
+
+SERVICE_ACCOUNT: Final = "compactor-scheduler"
+DEPLOYMENT: Final = "compactor-scheduler"
+CONFIG_KEY: Final = "config.yaml"
+_MOUNT: Final = "/etc/compactor-scheduler"
+
+
+def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
+                            kubeconfig: str | None = None) -> dict[str, Any]:
+    """KubeSchedulerConfiguration v1 with its own lease, so it never contends with the default
+    scheduler for kube-system/kube-scheduler."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {
+            "leaderElect": True,
+            "resourceNamespace": namespace,
+            "resourceName": names.MANAGED_SCHEDULER,
+        },
+        "profiles": [{
+            "schedulerName": names.MANAGED_SCHEDULER,
+            "pluginConfig": [{
+                "name": "NodeResourcesFit",
+                "args": {"scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": [{"name": "cpu", "weight": 1},
+                                  {"name": "memory", "weight": 1}],
+                }},
+            }],
+        }],
+    }
+    if kubeconfig:
+        config["clientConnection"] = {"kubeconfig": kubeconfig}
+    return config
+
+
+def scheduler_configmap(namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": names.SCHEDULER_CONFIGMAP, "namespace": namespace,
+                     "labels": managed_labels("scheduler")},
+        "data": {CONFIG_KEY: yaml.safe_dump(render_scheduler_config(namespace), sort_keys=False)},
+    }
+
+
+def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
+                         namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
+    labels = managed_labels("scheduler")
+    selector = {"app.kubernetes.io/name": "compactor", "app.kubernetes.io/component": "scheduler"}
+    container: dict[str, Any] = {
+        "name": "kube-scheduler", "image": image, "imagePullPolicy": runtime.pull_policy,
+        "command": ["kube-scheduler", f"--config={_MOUNT}/{CONFIG_KEY}", "--v=2"],
+        "ports": [{"name": "https", "containerPort": 10259}],
+        "livenessProbe": {"httpGet": {"path": "/livez", "port": 10259, "scheme": "HTTPS"},
+                          "initialDelaySeconds": 15},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}},
+        "resources": dict(runtime.resources),
+        "securityContext": dict(runtime.security_context),
+        "volumeMounts": [{"name": "config", "mountPath": _MOUNT, "readOnly": True}],
+    }
+    spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "priorityClassName": "system-cluster-critical",
+        "containers": [container],
+        "volumes": [{"name": "config", "configMap": {"name": names.SCHEDULER_CONFIGMAP}}],
+    }
+    if runtime.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in runtime.image_pull_secrets]
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": DEPLOYMENT, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": {
+                # A config change rolls the scheduler: it reads its config only at start.
+                "metadata": {"labels": labels,
+                             "annotations": {"compactor.dev/config-hash": config_hash}},
+                "spec": spec,
+            },
+        },
+    }

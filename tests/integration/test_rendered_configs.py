@@ -1,0 +1,125 @@
+"""The rendered configs are accepted by the real binaries: the descheduler plans evictions from
+our DeschedulerPolicy, and kube-scheduler with our config binds compactor-scheduler Pods."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compaction.policy import parse_policy
+from localcluster import Cluster, Kube
+from localcluster.cluster import NodeShape
+from localcluster.kube import path, wait_for
+from localcluster.process import free_port
+from controller.descheduler import render_descheduler_policy
+from controller.scheduler import render_scheduler_config
+from tests.integration.helpers import pod_template, running_pods
+
+
+def _pinned_rs(name: str, node: str, replicas: int, cpu: str,
+               labels: dict[str, str]) -> dict[str, Any]:
+    """A ReplicaSet whose Pods sit on one node (nodeName), as if a scheduler had put them there."""
+    sel = {"app": name}
+    template = pod_template({**sel, **labels}, cpu)
+    template["spec"]["nodeName"] = node
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": sel},
+                     "template": template}}
+
+
+@pytest.fixture
+def pool(cluster: Cluster, kube: Kube, workloads: Cluster) -> tuple[str, list[str]]:
+    """Two fresh nodes in a pool of their own, so other tests' Pods don't count."""
+    pool_name = f"pool-{uuid.uuid4().hex[:5]}"
+    nodes = [f"{pool_name}-dense", f"{pool_name}-sparse"]
+    cluster.add_nodes(kube, nodes, NodeShape(cpu="4", memory="16Gi", pods="110"),
+                      labels={"compactor.test/pool": pool_name})
+    return pool_name, nodes
+
+
+def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_sparse_node(
+        cluster: Cluster, kube: Kube, namespace: str, pool: tuple[str, list[str]],
+        tmp_path: Path) -> None:
+    pool_name, (dense, sparse) = pool
+    policy = parse_policy({"metadata": {"name": "pack", "uid": "u1"}, "spec": {"descheduler": {
+        "nodeSelector": {"matchExpressions": [{"key": "compactor.test/pool", "operator": "In",
+                                               "values": ["pool-*"]}]},
+        "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 100, "pods": 100}}}}})
+    managed = {"compactor.dev/policy": "pack"}
+    for rs in (_pinned_rs("heavy", dense, 3, "1", {}),
+               _pinned_rs("movable", sparse, 1, "200m", managed),
+               _pinned_rs("guarded", sparse, 1, "200m", {**managed,
+                                                           "compactor.dev/protected": "true"}),
+               _pinned_rs("foreign", sparse, 1, "200m", {"compactor.dev/policy": "other"})):
+        kube.create(path("replicasets", namespace), rs)
+    for app, n in (("heavy", 3), ("movable", 1), ("guarded", 1), ("foreign", 1)):
+        wait_for(f"{app} running", lambda a=app, c=n: running_pods(kube, namespace, f"app={a}", c))
+
+    node_labels = {"compactor.test/pool": [pool_name, "unrelated"]}
+    doc = render_descheduler_policy(policy, node_labels)
+    assert doc["nodeSelector"] == f"compactor.test/pool in ({pool_name})"
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(yaml.safe_dump(doc))
+    # The dry run snapshots the cluster through informers that sometimes start before they
+    # have listed the Pods (every node then shows 0% and nothing is planned); run it again
+    # until its snapshot has the dense node at the 75% CPU it really carries.
+    for _ in range(5):
+        out = subprocess.run(
+            [str(cluster.bin / "descheduler"), f"--kubeconfig={cluster.kubeconfig}",
+             f"--policy-config-file={policy_file}", "--dry-run", "--v=4",
+             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+             f"--cert-dir={tmp_path / 'certs'}"],
+            capture_output=True, text=True, timeout=120, check=False)
+        log = out.stdout + out.stderr
+        (tmp_path / "descheduler.log").write_text(log)
+        if f'node="{dense}" usage={{"cpu":"3"' in log:
+            break
+    assert out.returncode == 0, log[-3000:]
+    planned = [line for line in log.splitlines() if "Evicted pod in dry run mode" in line]
+    assert len(planned) == 1, log[-3000:]
+    assert f'"{namespace}/movable-' in planned[0]
+    # The protected Pod and the other policy's Pod are judged non-removable by our selector.
+    assert f'"Pods on node" node="{sparse}" allPods=3 nonRemovablePods=2 removablePods=1' in log
+
+
+def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(
+        cluster: Cluster, kube: Kube, namespace: str, pool: tuple[str, list[str]],
+        tmp_path: Path) -> None:
+    pool_name, (dense, sparse) = pool
+    kube.ensure_namespace("compactor-system")
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(yaml.safe_dump(render_scheduler_config(kubeconfig=str(cluster.kubeconfig))))
+    proc = cluster.start_scheduler(name="compactor-scheduler", config=config)
+    try:
+        kube.create(path("replicasets", namespace), _pinned_rs("base", dense, 2, "1", {}))
+        wait_for("base running", lambda: running_pods(kube, namespace, "app=base", 2))
+        spec = pod_template({"app": "packed"}, "500m")["spec"]
+        spec["schedulerName"] = "compactor-scheduler"
+        spec["nodeSelector"] = {"compactor.test/pool": pool_name}
+        for i in range(3):
+            kube.create(path("pods", namespace), {"metadata": {"name": f"packed-{i}",
+                                                               "labels": {"app": "packed"}},
+                                                  "spec": spec})
+        try:
+            pods = wait_for("packed pods bound", lambda: running_pods(kube, namespace,
+                                                                      "app=packed", 3))
+        except TimeoutError as e:
+            states = [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"])
+                      for p in kube.items(path("pods", namespace), "app=packed")]
+            raise AssertionError(f"{e}: {states}") from e
+        # MostAllocated: every new Pod goes to the node that is already busier.
+        assert {p["spec"]["nodeName"] for p in pods} == {dense}
+        events = kube.items(path("events", namespace))
+        assert any(e.get("reason") == "Scheduled" and (
+            e.get("reportingComponent") == "compactor-scheduler"
+            or e.get("source", {}).get("component") == "compactor-scheduler") for e in events)
+        lease = kube.get(path("leases", "compactor-system", "compactor-scheduler"))
+        assert lease["spec"]["holderIdentity"]
+    finally:
+        proc.stop()
+        cluster.processes.remove(proc)
