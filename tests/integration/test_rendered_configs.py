@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from compaction.policy import parse_policy
+from controller.descheduler import render_descheduler_policy
+from controller.scheduler import render_scheduler_config
 from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
 from localcluster.process import free_port
-from controller.descheduler import render_descheduler_policy
-from controller.scheduler import render_scheduler_config
 from tests.integration.helpers import pod_template, running_pods
 
 
@@ -58,7 +58,9 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
                _pinned_rs("foreign", sparse, 1, "200m", {"compactor.dev/policy": "other"})):
         kube.create(path("replicasets", namespace), rs)
     for app, n in (("heavy", 3), ("movable", 1), ("guarded", 1), ("foreign", 1)):
-        wait_for(f"{app} running", lambda a=app, c=n: running_pods(kube, namespace, f"app={a}", c))
+        def up(a: str = app, c: int = n) -> list[dict[str, Any]] | None:
+            return running_pods(kube, namespace, f"app={a}", c)
+        wait_for(f"{app} running", up)
 
     node_labels = {"compactor.test/pool": [pool_name, "unrelated"]}
     doc = render_descheduler_policy(policy, node_labels)
