@@ -1,0 +1,105 @@
+"""Rendering the per-policy DeschedulerPolicy and CronJob from a parsed policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compaction.policy import Policy, parse_policy
+from controller.descheduler import (
+    descheduler_configmap,
+    descheduler_cronjob,
+    render_descheduler_policy,
+)
+from controller.runtime import load
+from tests.reference import reference_policies
+
+
+def _p(spec: dict[str, Any]) -> Policy:
+    return parse_policy({"metadata": {"name": "pack", "uid": "uid-1"}, "spec": spec})
+
+
+def _args(doc: dict[str, Any], plugin: str) -> dict[str, Any]:
+    (profile,) = doc["profiles"]
+    found: dict[str, Any] = next(c["args"] for c in profile["pluginConfig"]
+                                 if c["name"] == plugin)
+    return found
+
+
+def test_aggressive_reference_example_renders_its_limits_and_thresholds() -> None:
+    doc = render_descheduler_policy(
+        parse_policy(reference_policies()["production-workers-aggressive"]), {})
+    assert doc["apiVersion"] == "descheduler/v1alpha2" and doc["kind"] == "DeschedulerPolicy"
+    assert (doc["maxNoOfPodsToEvictPerNode"], doc["maxNoOfPodsToEvictPerNamespace"],
+            doc["maxNoOfPodsToEvictTotal"]) == (2, 4, 6)
+    hnu = _args(doc, "HighNodeUtilization")
+    assert hnu["thresholds"] == {"cpu": 60, "memory": 60, "pods": 50}
+    assert hnu["numberOfNodes"] == 0
+    assert hnu["evictableNamespaces"] == {"exclude": ["compactor-system", "kube-system"]}
+    assert doc["profiles"][0]["plugins"]["balance"] == {"enabled": ["HighNodeUtilization"]}
+    assert "nodeSelector" not in doc
+
+
+def test_label_selector_is_the_policy_label_and_the_evictors_own_selector() -> None:
+    doc = render_descheduler_policy(_p({"descheduler": {"defaultEvictor": {
+        "labelSelector": {"matchLabels": {"tier": "worker"}}}}}), {})
+    assert _args(doc, "DefaultEvictor")["labelSelector"] == {"matchExpressions": [
+        {"key": "compactor.dev/policy", "operator": "In", "values": ["pack"]},
+        {"key": "compactor.dev/suppressed", "operator": "DoesNotExist"},
+        {"key": "compactor.dev/protected", "operator": "DoesNotExist"},
+        {"key": "tier", "operator": "In", "values": ["worker"]},
+    ]}
+
+
+@pytest.mark.parametrize(("evictor", "protections"), [
+    ({}, {"extraEnabled": ["PodsWithPVC"]}),
+    ({"ignorePvcPods": False}, None),
+    ({"evictLocalStoragePods": True, "evictDaemonSetPods": True,
+      "evictSystemCriticalPods": True, "ignorePvcPods": False},
+     {"defaultDisabled": ["PodsWithLocalStorage", "DaemonSetPods", "SystemCriticalPods"]}),
+])
+def test_evictor_flags_become_pod_protections_not_deprecated_booleans(
+        evictor: dict[str, Any], protections: dict[str, list[str]] | None) -> None:
+    args = _args(render_descheduler_policy(_p({"descheduler": {"defaultEvictor": evictor}}), {}),
+                 "DefaultEvictor")
+    assert args.get("podProtections") == protections
+    assert not {"evictLocalStoragePods", "evictDaemonSetPods", "evictSystemCriticalPods",
+                "ignorePvcPods"} & set(args)
+
+
+def test_node_selector_wildcards_are_expanded_against_observed_node_labels() -> None:
+    policy = parse_policy(reference_policies()["batch-pool-compaction"])
+    observed = {"cloud.google.com/gke-nodepool": ["batch-a", "web", "batch-b"]}
+    doc = render_descheduler_policy(policy, observed)
+    assert doc["nodeSelector"] == "cloud.google.com/gke-nodepool in (batch-a,batch-b)"
+    # A new pool appearing changes the rendering, so the controller re-renders on node changes.
+    observed["cloud.google.com/gke-nodepool"].append("batch-c")
+    assert render_descheduler_policy(policy, observed)["nodeSelector"].endswith(
+        "(batch-a,batch-b,batch-c)")
+
+
+def test_cronjob_runs_once_per_interval_forbids_overlap_and_is_owned_by_the_policy() -> None:
+    policy = _p({"descheduler": {"interval": "*/15 * * * *"}})
+    cron = descheduler_cronjob(policy, load({}).descheduler, suspend=True)
+    assert cron["metadata"]["name"] == "compactor-descheduler-pack"
+    assert cron["metadata"]["namespace"] == "compactor-system"
+    assert cron["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert cron["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "compactor"
+    spec = cron["spec"]
+    assert (spec["schedule"], spec["concurrencyPolicy"], spec["suspend"]) == (
+        "*/15 * * * *", "Forbid", True)
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.k8s.io/descheduler/descheduler:v0.36.0"
+    assert container["command"][1] == "--policy-config-file=/policy-dir/policy.yaml"
+    assert not any("descheduling-interval" in a for a in container["command"])
+    assert pod["volumes"][0]["configMap"]["name"] == "compactor-descheduler-pack"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_configmap_carries_the_policy_under_policy_yaml() -> None:
+    policy = _p({})
+    cm = descheduler_configmap(policy, render_descheduler_policy(policy, {}))
+    assert cm["metadata"]["name"] == "compactor-descheduler-pack"
+    assert "kind: DeschedulerPolicy" in cm["data"]["policy.yaml"]

@@ -1,0 +1,74 @@
+"""The compaction scheduler's config, Deployment and the runtime settings from the environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.runtime import SettingsError, load, scheduler_image
+from controller.scheduler import render_scheduler_config, scheduler_deployment
+
+
+def test_config_has_one_most_allocated_profile_and_its_own_lease() -> None:
+    cfg = render_scheduler_config()
+    assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert cfg["leaderElection"] == {"leaderElect": True, "resourceNamespace": "compactor-system",
+                                     "resourceName": "compactor-scheduler"}
+    (profile,) = cfg["profiles"]
+    assert profile["schedulerName"] == "compactor-scheduler"
+    (fit,) = profile["pluginConfig"]
+    assert fit["name"] == "NodeResourcesFit"
+    assert fit["args"]["scoringStrategy"] == {
+        "type": "MostAllocated",
+        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
+    assert "clientConnection" not in cfg
+
+
+@pytest.mark.parametrize(("override", "tag", "digest", "version", "image"), [
+    (None, None, None, "v1.36.3", "registry.k8s.io/kube-scheduler:v1.36.3"),
+    (None, None, None, "v1.35.4-gke.1200", "registry.k8s.io/kube-scheduler:v1.35.4"),
+    (None, "v1.36.1", None, "v1.36.3", "registry.k8s.io/kube-scheduler:v1.36.1"),
+    (None, None, "sha256:abc", "v1.36.3", "registry.k8s.io/kube-scheduler@sha256:abc"),
+    ("mirror.example/sched:v1", None, None, "v1.36.3", "mirror.example/sched:v1"),
+])
+def test_scheduler_image_follows_the_cluster_unless_pinned(
+        override: str | None, tag: str | None, digest: str | None, version: str,
+        image: str) -> None:
+    assert scheduler_image(override, tag, digest, version) == image
+
+
+def test_runtime_settings_from_environment_reach_the_pods() -> None:
+    settings = load({
+        "COMPACTION_DESCHEDULER_IMAGE": "mirror/desched:v0.36.0",
+        "COMPACTION_DESCHEDULER_IMAGE_PULL_POLICY": "Always",
+        "COMPACTION_DESCHEDULER_RESOURCES": '{"requests": {"cpu": "10m"}}',
+        "COMPACTION_DESCHEDULER_IMAGE_PULL_SECRETS": "regcred, other",
+        "COMPACTION_SCHEDULER_IMAGE_TAG": "v1.36.0",
+    })
+    assert settings.descheduler.image == "mirror/desched:v0.36.0"
+    assert settings.descheduler.pull_policy == "Always"
+    assert settings.descheduler.resources == {"requests": {"cpu": "10m"}}
+    assert settings.descheduler.image_pull_secrets == ("regcred", "other")
+    assert settings.scheduler_image_override == "registry.k8s.io/kube-scheduler:v1.36.0"
+    deploy = scheduler_deployment(settings.scheduler, "img:1", "h1")
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "img:1"
+    assert deploy["spec"]["template"]["metadata"]["annotations"]["compactor.dev/config-hash"] \
+        == "h1"
+
+
+def test_openshift_leaves_the_uid_to_the_platform() -> None:
+    plain = load({}).descheduler.security_context
+    openshift = load({"COMPACTION_OPENSHIFT": "true"}).descheduler.security_context
+    assert plain["runAsUser"] == 65532 and "runAsUser" not in openshift
+    assert openshift["runAsNonRoot"] is True and openshift["allowPrivilegeEscalation"] is False
+
+
+@pytest.mark.parametrize("env", [
+    {"COMPACTION_DESCHEDULER_IMAGE_PULL_POLICY": "Sometimes"},
+    {"COMPACTION_DESCHEDULER_RESOURCES": "{not json"},
+    {"COMPACTION_DESCHEDULER_SECURITY_CONTEXT": "[1]"},
+    {"COMPACTION_SCHEDULER_IMAGE_TAG": "v1", "COMPACTION_SCHEDULER_IMAGE_DIGEST": "sha256:x"},
+])
+def test_bad_settings_are_refused_with_the_variable_named(env: dict[str, str]) -> None:
+    with pytest.raises(SettingsError, match="COMPACTION_"):
+        load(env)
