@@ -48,9 +48,9 @@ module() {
   printf 'module compactor.dev/tools/%s\n\ngo 1.26.0\n\n%s\n' "$1" "$2" >"$out/src/$1/go.mod"
 }
 
-build() { # build <dir> <pkg@version> <binary-name>
-  local dir="$1" pkg="$2" name="$3"
-  (cd "$out/src/$dir" && go get "$pkg" >>"$log" 2>&1 && go build -trimpath -ldflags=-s -o "$bin/$name.tmp" "${pkg%@*}" >>"$log" 2>&1) || {
+build() { # build <dir> <pkg@version> <binary-name> [extra ldflags]
+  local dir="$1" pkg="$2" name="$3" ldflags="-s ${4:-}"
+  (cd "$out/src/$dir" && go get "$pkg" >>"$log" 2>&1 && go build -trimpath -ldflags="$ldflags" -o "$bin/$name.tmp" "${pkg%@*}" >>"$log" 2>&1) || {
     echo "error: building $name failed; last lines of $log:" >&2
     tail -30 "$log" >&2
     exit 1
@@ -70,8 +70,13 @@ module kube "require k8s.io/kubernetes $KUBERNETES_VERSION
 
 replace (
 $replaces)"
+# Stamp the release into the binaries (as the upstream build does), so /version reports it.
+minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+kver="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION"
+kver+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+kver+=" -X k8s.io/component-base/version.gitTreeState=clean"
 for c in kube-apiserver kube-controller-manager kube-scheduler; do
-  build kube "k8s.io/kubernetes/cmd/$c@$KUBERNETES_VERSION" "$c"
+  build kube "k8s.io/kubernetes/cmd/$c@$KUBERNETES_VERSION" "$c" "$kver"
 done
 
 module etcd "require go.etcd.io/etcd/server/v3 $ETCD_VERSION

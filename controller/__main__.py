@@ -1,0 +1,4 @@
+from controller.manager import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The controller's API-server I/O: generic REST on kubernetes-asyncio's ApiClient.
+
+Objects stay plain dicts at this edge and are parsed into our dataclasses by the callers;
+every non-2xx answer becomes an ``ApiError`` carrying the status, mapped here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import orjson
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+Obj = dict[str, Any]
+FIELD_MANAGER: Final = "compactor-controller"
+_PATCH_TYPES: Final = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        self.status, self.reason, self.message = status, reason, message
+        super().__init__(f"HTTP {status} {reason}: {message[:300]}")
+
+    @classmethod
+    def from_exception(cls, e: ApiException) -> ApiError:
+        message, reason = str(e.reason or ""), ""
+        try:
+            body = orjson.loads(e.body or b"{}")
+            message, reason = str(body.get("message", message)), str(body.get("reason", ""))
+        except (orjson.JSONDecodeError, AttributeError, TypeError):
+            pass
+        return cls(int(e.status or 0), reason, message)
+
+
+class Api:
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None) -> Api:
+        cfg = Configuration()
+        if kubeconfig:
+            await kube_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        else:
+            kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        return cls(ApiClient(cfg))
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def request(self, method: str, path: str, body: Any = None,
+                      content_type: str = "application/json",
+                      query: dict[str, str] | None = None) -> Obj:
+        try:
+            result = await self.client.call_api(
+                path, method, header_params={"Content-Type": content_type,
+                                             "Accept": "application/json"},
+                body=body, query_params=list((query or {}).items()),
+                auth_settings=["BearerToken"], response_types_map={
+                    200: "object", 201: "object", 202: "object"},
+                _return_http_data_only=True, _request_timeout=30)
+        except ApiException as e:
+            raise ApiError.from_exception(e) from e
+        return result if isinstance(result, dict) else {}
+
+    async def get(self, path: str) -> Obj:
+        return await self.request("GET", path)
+
+    async def get_or_none(self, path: str) -> Obj | None:
+        try:
+            return await self.get(path)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def list(self, path: str, label_selector: str | None = None) -> tuple[list[Obj], str]:
+        query = {"labelSelector": label_selector} if label_selector else None
+        out = await self.request("GET", path, query=query)
+        return list(out.get("items") or []), str(out.get("metadata", {}).get("resourceVersion", ""))
+
+    async def create(self, path: str, obj: Obj) -> Obj:
+        return await self.request("POST", path, obj)
+
+    async def patch(self, path: str, patch: Any, kind: str = "merge") -> Obj:
+        query = {"fieldManager": FIELD_MANAGER}
+        if kind == "apply":
+            query["force"] = "true"
+        return await self.request("PATCH", path, patch, _PATCH_TYPES[kind], query)
+
+    async def apply(self, path: str, obj: Obj) -> Obj:
+        """Server-side apply: our field manager owns exactly the fields we send."""
+        return await self.patch(path, obj, "apply")
+
+    async def delete(self, path: str) -> bool:
+        try:
+            await self.request("DELETE", path, {"propagationPolicy": "Background"})
+        except ApiError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+    async def version(self) -> str:
+        return str((await self.get("/version")).get("gitVersion", ""))
+
+    async def watch(self, path: str, resource_version: str,
+                    timeout_seconds: int = 300) -> AsyncIterator[tuple[str, Obj]]:
+        """Watch events after ``resource_version``; raises ApiError(410) when it has expired."""
+        query = [("watch", "1"), ("resourceVersion", resource_version),
+                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout_seconds))]
+        try:
+            resp = await self.client.call_api(
+                path, "GET", query_params=query, auth_settings=["BearerToken"],
+                header_params={"Accept": "application/json"}, _preload_content=False,
+                _request_timeout=timeout_seconds + 30)
+        except ApiException as e:
+            raise ApiError.from_exception(e) from e
+        try:
+            async for line in resp.content:
+                if not line.strip():
+                    continue
+                event = orjson.loads(line)
+                kind, obj = str(event.get("type", "")), event.get("object") or {}
+                if kind == "ERROR":
+                    raise ApiError(int(obj.get("code", 500)), str(obj.get("reason", "")),
+                                   str(obj.get("message", "")))
+                yield kind, obj
+        finally:
+            resp.release()

@@ -1,0 +1,91 @@
+"""Lease-based leader election, so only one controller replica writes at a time."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from controller.api import Api, ApiError
+
+log = logging.getLogger("compactor.controller")
+
+
+def _micro(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class LeaderElector:
+    def __init__(self, api: Api, namespace: str, name: str, identity: str,
+                 lease_seconds: int = 15,
+                 clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(
+                     datetime.UTC)) -> None:
+        self.api, self.identity, self.clock = api, identity, clock
+        self.lease_seconds = lease_seconds
+        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._create_path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self.name, self.namespace = name, namespace
+        self.leading = False
+
+    async def step(self) -> bool:
+        """Acquire or renew; True while we hold the lease. A lost race (409) is just 'no'."""
+        now = self.clock()
+        try:
+            lease = await self.api.get_or_none(self.path)
+            if lease is None:
+                await self.api.create(self._create_path, self._lease(None, now, 0))
+                return self._set(True)
+            spec: dict[str, Any] = lease.get("spec") or {}
+            holder = spec.get("holderIdentity")
+            renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
+            duration = int(spec.get("leaseDurationSeconds") or self.lease_seconds)
+            expired = renewed is None or renewed + datetime.timedelta(seconds=duration) < now
+            if holder != self.identity and holder and not expired:
+                return self._set(False)
+            transitions = int(spec.get("leaseTransitions") or 0) + (holder != self.identity)
+            body = self._lease(lease["metadata"]["resourceVersion"], now, transitions,
+                               spec.get("acquireTime") if holder == self.identity else None)
+            await self.api.request("PUT", self.path, body)
+            return self._set(True)
+        except ApiError as e:
+            if e.status == 409:
+                return self._set(False)
+            log.warning("leader election: %s", e)
+            return self._set(False)
+
+    def _lease(self, resource_version: str | None, now: datetime.datetime, transitions: int,
+               acquired: str | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+                "spec": {"holderIdentity": self.identity,
+                         "leaseDurationSeconds": self.lease_seconds,
+                         "acquireTime": acquired or _micro(now), "renewTime": _micro(now),
+                         "leaseTransitions": transitions}}
+
+    def _set(self, leading: bool) -> bool:
+        if leading != self.leading:
+            log.info("%s leadership of %s/%s", "acquired" if leading else "lost",
+                     self.namespace, self.name)
+        self.leading = leading
+        return leading
+
+    async def release(self) -> None:
+        if not self.leading:
+            return
+        lease = await self.api.get_or_none(self.path)
+        if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+            lease["spec"]["holderIdentity"] = None
+            try:
+                await self.api.request("PUT", self.path, lease)
+            except ApiError as e:
+                log.warning("could not release the lease: %s", e)
+        self.leading = False

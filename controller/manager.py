@@ -1,0 +1,140 @@
+"""The controller process: leader election, watches that wake the reconciler, periodic resync."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from compaction import names
+from compaction.workload import WorkloadType
+from controller import runtime
+from controller.api import Api, ApiError
+from controller.lease import LeaderElector
+from controller.reconciler import POLICIES, Reconciler
+from controller.workloads import list_path
+
+log = logging.getLogger("compactor.controller")
+
+
+@dataclass(frozen=True)
+class ManagerSettings:
+    namespace: str = names.INSTALL_NAMESPACE
+    kubeconfig: str | None = None
+    resync_seconds: float = 30.0
+    debounce_seconds: float = 1.0
+    lease_seconds: int = 15
+    identity: str = ""
+
+    @classmethod
+    def from_env(cls) -> ManagerSettings:
+        env = os.environ
+        return cls(
+            namespace=env.get("COMPACTOR_NAMESPACE", names.INSTALL_NAMESPACE),
+            kubeconfig=env.get("COMPACTOR_CONTROLLER_KUBECONFIG") or env.get("KUBECONFIG"),
+            resync_seconds=float(env.get("COMPACTOR_CONTROLLER_RESYNC_SECONDS", "30")),
+            identity=env.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+        )
+
+
+WATCHED = [POLICIES, "/api/v1/namespaces", "/api/v1/nodes",
+           *(list_path(k) for k in WorkloadType)]
+
+
+class Manager:
+    def __init__(self, api: Api, settings: ManagerSettings, reconciler: Reconciler) -> None:
+        self.api, self.settings, self.reconciler = api, settings, reconciler
+        self.elector = LeaderElector(api, settings.namespace, "compactor-controller",
+                                     settings.identity, settings.lease_seconds)
+        self.wake = asyncio.Event()
+        self.passes = 0
+
+    async def _watch(self, path: str, stop: asyncio.Event) -> None:
+        """Keep one watch open; every change wakes the reconciler. 410 or a dropped stream
+        simply relists: the pass that follows reads everything anyway."""
+        while not stop.is_set():
+            try:
+                _, rv = await self.api.list(path)
+                async for _kind, _obj in self.api.watch(path, rv):
+                    if _kind != "BOOKMARK":
+                        self.wake.set()
+            except ApiError as e:
+                if e.status == 404:  # kind not installed: look again later
+                    await _sleep_or_stop(stop, 60)
+                elif e.status != 410:
+                    log.warning("watch %s: %s", path, e)
+                    await _sleep_or_stop(stop, 2)
+            except (TimeoutError, OSError, ValueError) as e:
+                log.warning("watch %s dropped: %s", path, e)
+                await _sleep_or_stop(stop, 1)
+
+    async def run(self, stop: asyncio.Event,
+                  on_pass: Callable[[], Awaitable[None]] | None = None) -> None:
+        watchers = [asyncio.create_task(self._watch(p, stop)) for p in WATCHED]
+        last = 0.0
+        try:
+            while not stop.is_set():
+                leading = await self.elector.step()
+                due = time.monotonic() - last >= self.settings.resync_seconds
+                if leading and (self.wake.is_set() or due):
+                    self.wake.clear()
+                    try:
+                        summary = await self.reconciler.reconcile()
+                        self.passes += 1
+                        if summary.errors:
+                            log.warning("pass finished with %d errors: %s",
+                                        len(summary.errors), summary.errors[:3])
+                    except ApiError as e:
+                        log.warning("pass failed, retrying: %s", e)
+                        self.wake.set()
+                    last = time.monotonic()
+                    if on_pass:
+                        await on_pass()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._next_wake(stop),
+                                           self.settings.lease_seconds / 3)
+                await _sleep_or_stop(stop, self.settings.debounce_seconds)
+        finally:
+            for w in watchers:
+                w.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+            await self.elector.release()
+
+    async def _next_wake(self, stop: asyncio.Event) -> None:
+        waits = [asyncio.create_task(self.wake.wait()), asyncio.create_task(stop.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in waits:
+                t.cancel()
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def _main() -> None:
+    settings = ManagerSettings.from_env()
+    rt = runtime.load()
+    api = await Api.connect(settings.kubeconfig)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await Manager(api, settings, Reconciler(api, rt, settings.namespace)).run(stop)
+    finally:
+        await api.close()
+
+
+def main() -> None:
+    logging.basicConfig(level=os.environ.get("COMPACTOR_LOG_LEVEL", "INFO").upper(),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(_main())

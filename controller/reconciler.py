@@ -1,0 +1,275 @@
+"""One level-triggered pass: read the cluster, compute what should be, write the difference.
+
+Every pass starts from what the API server holds, so a restart, a lost watch (410) or a
+conflicting writer (409) costs at most one more pass and never loses or duplicates work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from compaction import names
+from compaction.intent import Intent
+from compaction.policy import Policy, SchedulerMode, parse_policy
+from compaction.problem import InvalidPolicy, Problem
+from compaction.workload import WorkloadType
+from controller import descheduler, scheduler
+from controller.api import Api, ApiError, Obj
+from controller.pods import OwnerIndex, pod_patch
+from controller.runtime import RuntimeSettings, scheduler_image
+from controller.status import (
+    invalid_conditions,
+    policy_conditions,
+    render_conditions,
+    status_body,
+)
+from controller.workloads import (
+    WorkloadObject,
+    desired_policy,
+    intent_of,
+    list_path,
+    metadata_patch,
+    workload_object,
+)
+
+log = logging.getLogger("compactor.controller")
+POLICIES = f"/apis/{names.API_VERSION}/{names.POLICY_PLURAL}"
+
+
+@dataclass
+class Summary:
+    workloads_patched: int = 0
+    pods_patched: int = 0
+    managed: dict[str, int] = field(default_factory=dict)
+    invalid: dict[str, list[Problem]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+class Reconciler:
+    def __init__(self, api: Api, runtime: RuntimeSettings,
+                 namespace: str = names.INSTALL_NAMESPACE) -> None:
+        self.api = api
+        self.runtime = runtime
+        self.namespace = namespace
+        self._missing_kinds: set[WorkloadType] = set()
+
+    async def reconcile(self) -> Summary:
+        summary = Summary()
+        raw_policies, _ = await self.api.list(POLICIES)
+        policies: list[Policy] = []
+        for obj in raw_policies:
+            try:
+                policies.append(parse_policy(obj))
+            except InvalidPolicy as e:
+                summary.invalid[e.name] = e.problems
+        active = [p for p in policies if p.enabled]
+        namespaces = {str(n["metadata"]["name"]): n["metadata"].get("labels") or {}
+                      for n in (await self.api.list("/api/v1/namespaces"))[0]}
+        workloads = await self._workloads(namespaces)
+        by_key: dict[tuple[str, str, str], tuple[WorkloadObject, Policy | None]] = {}
+        for w in workloads:
+            policy = desired_policy(active, w)
+            by_key[w.key] = (w, policy)
+            if policy is not None:
+                summary.managed[policy.name] = summary.managed.get(policy.name, 0) + 1
+            await self._converge_workload(w, policy, summary)
+        await self._converge_pods(by_key, summary)
+        scheduler_available = await self._converge_scheduler(active)
+        present = await self._converge_deschedulers(active, summary.managed)
+        await self._write_status(raw_policies, policies, summary, scheduler_available, present)
+        return summary
+
+    # --- workloads -------------------------------------------------------------------
+
+    async def _workloads(self, namespaces: Mapping[str, Mapping[str, str]]
+                         ) -> list[WorkloadObject]:
+        out: list[WorkloadObject] = []
+        for kind in WorkloadType:
+            try:
+                items, _ = await self.api.list(list_path(kind))
+            except ApiError as e:
+                if e.status == 404:  # that API (e.g. Argo Rollouts) is not installed
+                    if kind not in self._missing_kinds:
+                        log.info("%s API not served; skipping that kind", kind.value)
+                        self._missing_kinds.add(kind)
+                    continue
+                raise
+            self._missing_kinds.discard(kind)
+            for obj in items:
+                ns = str(obj["metadata"].get("namespace", ""))
+                if ns in names.PROTECTED_NAMESPACES:
+                    continue
+                out.append(workload_object(kind, obj, namespaces.get(ns, {})))
+        return out
+
+    async def _converge_workload(self, w: WorkloadObject, policy: Policy | None,
+                                 summary: Summary) -> None:
+        patch = metadata_patch(w, intent_of(policy))
+        if patch is None:
+            return
+        before = w.labels.get(names.POLICY_LABEL)
+        try:
+            await self.api.patch(w.path, patch)
+        except ApiError as e:
+            if e.status == 404:
+                return  # deleted since we listed it
+            summary.errors.append(f"patch {w.path}: {e}")
+            return
+        summary.workloads_patched += 1
+        after = policy.name if policy else None
+        if before != after:
+            await self._event(w, before, after)
+
+    async def _event(self, w: WorkloadObject, before: str | None, after: str | None) -> None:
+        message = (f"compaction policy {after!r} applies" if before is None else
+                   f"no compaction policy applies any more (was {before!r})" if after is None
+                   else f"compaction policy changed from {before!r} to {after!r}")
+        gv = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
+              "CronJob": "batch/v1", "Job": "batch/v1"}.get(w.view.kind.value, "")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{w.view.name}.", "namespace": w.view.namespace},
+            "involvedObject": {"kind": w.view.kind.value, "namespace": w.view.namespace,
+                               "name": w.view.name, "uid": w.uid, "apiVersion": gv},
+            "reason": "CompactionPolicyChanged", "message": message, "type": "Normal",
+            "source": {"component": "compactor-controller"},
+            "reportingComponent": "compactor-controller",
+        }
+        try:
+            await self.api.create(f"/api/v1/namespaces/{w.view.namespace}/events", event)
+        except ApiError as e:
+            log.warning("could not record event on %s: %s", w.path, e)
+
+    # --- pods ------------------------------------------------------------------------
+
+    async def _converge_pods(self, by_key: Mapping[tuple[str, str, str],
+                                                   tuple[WorkloadObject, Policy | None]],
+                             summary: Summary) -> None:
+        intermediates: list[tuple[str, Obj]] = []
+        for kind, path in (("ReplicaSet", "/apis/apps/v1/replicasets"),
+                           ("Job", "/apis/batch/v1/jobs")):
+            intermediates += [(kind, o) for o in (await self.api.list(path))[0]]
+        index = OwnerIndex.build(intermediates)
+        pods, _ = await self.api.list("/api/v1/pods")
+        intents: dict[str, Intent | None] = {}
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if meta.get("namespace") in names.PROTECTED_NAMESPACES or meta.get("deletionTimestamp"):
+                continue
+            found = next((by_key[k] for k in index.chain(pod) if k in by_key), None)
+            if found is None:
+                continue
+            workload, policy = found
+            name = policy.name if policy else ""
+            if name not in intents:
+                intents[name] = intent_of(policy)
+            in_place = policy is not None and not policy.set_labels_by_eviction
+            patch = pod_patch(pod, intents[name], workload.suppressed, in_place)
+            if patch is None:
+                continue
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+            try:
+                await self.api.patch(path, patch)
+                summary.pods_patched += 1
+            except ApiError as e:
+                if e.status != 404:
+                    summary.errors.append(f"patch {path}: {e}")
+
+    # --- compaction scheduler --------------------------------------------------------
+
+    async def _converge_scheduler(self, active: list[Policy]) -> bool:
+        ns = self.namespace
+        cm_path = f"/api/v1/namespaces/{ns}/configmaps/{names.SCHEDULER_CONFIGMAP}"
+        deploy_path = f"/apis/apps/v1/namespaces/{ns}/deployments/{scheduler.DEPLOYMENT}"
+        if not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
+            await self.api.delete(deploy_path)
+            await self.api.delete(cm_path)
+            return False
+        cm = scheduler.scheduler_configmap(self.namespace)
+        await self.api.apply(cm_path, cm)
+        image = scheduler_image(self.runtime.scheduler_image_override, None, None,
+                                await self.api.version())
+        deploy = scheduler.scheduler_deployment(
+            self.runtime.scheduler, image, _hash(cm["data"][scheduler.CONFIG_KEY]),
+            self.namespace)
+        current = await self.api.apply(deploy_path, deploy)
+        return int((current.get("status") or {}).get("availableReplicas") or 0) > 0
+
+    # --- descheduler per policy ------------------------------------------------------
+
+    async def _converge_deschedulers(self, active: list[Policy],
+                                     managed: Mapping[str, int]) -> set[str]:
+        nodes, _ = await self.api.list("/api/v1/nodes")
+        node_labels: dict[str, set[str]] = defaultdict(set)
+        for node in nodes:
+            for k, v in (node["metadata"].get("labels") or {}).items():
+                node_labels[k].add(v)
+        wanted = {p.name: p for p in active if p.descheduler.enabled}
+        base = f"/api/v1/namespaces/{self.namespace}/configmaps"
+        cron_base = f"/apis/batch/v1/namespaces/{self.namespace}/cronjobs"
+        present: set[str] = set()
+        for policy in wanted.values():
+            name = names.descheduler_name(policy.name)
+            doc = descheduler.render_descheduler_policy(policy, node_labels)
+            await self.api.apply(f"{base}/{name}", descheduler.descheduler_configmap(
+                policy, doc, self.namespace))
+            cron = descheduler.descheduler_cronjob(
+                policy, self.runtime.descheduler, suspend=managed.get(policy.name, 0) == 0,
+                namespace=self.namespace)
+            await self.api.apply(f"{cron_base}/{name}", cron)
+            present.add(policy.name)
+        # Remove what no active policy wants any more (deleted policies are also
+        # garbage-collected through their ownerReferences).
+        selector = (f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_VALUE},"
+                    "app.kubernetes.io/component=descheduler")
+        for path, items in ((cron_base, (await self.api.list(cron_base, selector))[0]),
+                            (base, (await self.api.list(base, selector))[0])):
+            for obj in items:
+                owner = (obj["metadata"].get("labels") or {}).get(names.POLICY_LABEL)
+                if owner not in wanted:
+                    await self.api.delete(f"{path}/{obj['metadata']['name']}")
+        return present
+
+    # --- status ----------------------------------------------------------------------
+
+    async def _write_status(self, raw: list[Obj], policies: list[Policy], summary: Summary,
+                            scheduler_available: bool, present: set[str]) -> None:
+        parsed = {p.name: p for p in policies}
+        for obj in raw:
+            meta = obj["metadata"]
+            name, generation = str(meta["name"]), int(meta.get("generation", 0))
+            previous = (obj.get("status") or {}).get("conditions") or []
+            policy = parsed.get(name)
+            if policy is None:
+                conditions = invalid_conditions(summary.invalid.get(name, []))
+                body = status_body(False, None, None, 0, generation,
+                                   render_conditions(conditions, previous, generation))
+            else:
+                managed = summary.managed.get(name, 0)
+                conditions = policy_conditions(policy, scheduler_available,
+                                               name in present, managed)
+                body = status_body(policy.enabled, policy.scheduler.scheduler_name,
+                                   policy.scheduler.mode.value, managed, generation,
+                                   render_conditions(conditions, previous, generation))
+            if _same_status(obj.get("status") or {}, body):
+                continue
+            try:
+                await self.api.patch(f"{POLICIES}/{name}/status", {"status": body})
+            except ApiError as e:
+                if e.status != 404:
+                    summary.errors.append(f"status of {name}: {e}")
+
+
+def _same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return yaml.safe_dump(dict(old), sort_keys=True) == yaml.safe_dump(dict(new), sort_keys=True)

@@ -1,0 +1,91 @@
+"""Policy status: what the controller observed, as conditions a person can read. Pure."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compaction.policy import Policy, SchedulerMode
+from compaction.problem import Problem
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_conditions(conditions: Sequence[Condition], previous: Sequence[Mapping[str, Any]],
+                      generation: int, now: str | None = None) -> list[dict[str, Any]]:
+    """Conditions in the API's shape; lastTransitionTime moves only when the status flips."""
+    before = {c.get("type"): c for c in previous}
+    out = []
+    for c in conditions:
+        status = "True" if c.status else "False"
+        old = before.get(c.type)
+        since = (old.get("lastTransitionTime") if old and old.get("status") == status
+                 else None) or now or _now()
+        out.append({"type": c.type, "status": status, "reason": c.reason,
+                    "message": c.message, "observedGeneration": generation,
+                    "lastTransitionTime": since})
+    return out
+
+
+def invalid_conditions(problems: Sequence[Problem]) -> list[Condition]:
+    message = "; ".join(map(str, problems))[:2000]
+    return [Condition("Valid", False, "InvalidSpec", message),
+            Condition("SchedulerReady", False, "InvalidSpec", "policy is invalid"),
+            Condition("DeschedulerReady", False, "InvalidSpec", "policy is invalid")]
+
+
+def policy_conditions(policy: Policy, scheduler_available: bool,
+                      descheduler_present: bool, managed: int) -> list[Condition]:
+    valid = Condition("Valid", True, "Valid", "spec is valid")
+    mode = policy.scheduler.mode
+    if not policy.enabled:
+        return [valid, Condition("SchedulerReady", True, "Disabled", "policy is disabled"),
+                Condition("DeschedulerReady", True, "Disabled", "policy is disabled")]
+    if mode is SchedulerMode.MANAGED:
+        sched = (Condition("SchedulerReady", True, "Available",
+                           "compactor-scheduler is running") if scheduler_available else
+                 Condition("SchedulerReady", False, "Progressing",
+                           "waiting for the compactor-scheduler Deployment to be available"))
+    elif mode is SchedulerMode.EXTERNAL:
+        sched = Condition("SchedulerReady", True, "External",
+                          f"Pods target {policy.scheduler.external_scheduler_name}; "
+                          "not managed by Compactor")
+    else:
+        sched = Condition("SchedulerReady", True, "NotRequired", "descheduler-only compaction")
+    if not policy.descheduler.enabled:
+        desched = Condition("DeschedulerReady", True, "Disabled", "descheduler is disabled")
+    elif not descheduler_present:
+        desched = Condition("DeschedulerReady", False, "Progressing",
+                            "descheduler CronJob not created yet")
+    elif managed == 0:
+        desched = Condition("DeschedulerReady", True, "Suspended",
+                            "no managed workloads; the CronJob is suspended")
+    else:
+        desched = Condition("DeschedulerReady", True, "Scheduled",
+                            f"runs on {policy.descheduler.interval!r}")
+    return [valid, sched, desched]
+
+
+def status_body(policy_enabled: bool, scheduler_name: str | None, mode: str | None,
+                managed: int, generation: int, conditions: list[dict[str, Any]]
+                ) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "observedGeneration": generation, "enabled": policy_enabled,
+        "managedWorkloads": managed, "conditions": conditions,
+    }
+    status["schedulerName"] = scheduler_name or ""
+    if mode:
+        status["schedulerMode"] = mode
+    return status

@@ -1,0 +1,117 @@
+"""Workloads as the controller sees them, and the metadata each one should carry. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from compaction import names
+from compaction.intent import Intent, intent_for
+from compaction.policy import Policy
+from compaction.precedence import effective_policy
+from compaction.workload import API_VERSIONS, Workload, WorkloadType
+
+PLURALS: Final[Mapping[WorkloadType, str]] = {
+    WorkloadType.DEPLOYMENT: "deployments", WorkloadType.STATEFUL_SET: "statefulsets",
+    WorkloadType.DAEMON_SET: "daemonsets", WorkloadType.CRON_JOB: "cronjobs",
+    WorkloadType.JOB: "jobs", WorkloadType.ROLLOUT: "rollouts",
+    WorkloadType.ANALYSIS_RUN: "analysisruns", WorkloadType.STRIMZI_POD_SET: "strimzipodsets",
+    WorkloadType.MODEL: "models",
+}
+
+
+def list_path(kind: WorkloadType) -> str:
+    gv = API_VERSIONS[kind]
+    base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
+    return f"{base}/{PLURALS[kind]}"
+
+
+def object_path(kind: WorkloadType, namespace: str, name: str) -> str:
+    gv = API_VERSIONS[kind]
+    base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
+    return f"{base}/namespaces/{namespace}/{PLURALS[kind]}/{name}"
+
+
+def _template_labels(kind: WorkloadType, obj: Mapping[str, Any]) -> Mapping[str, str]:
+    spec = obj.get("spec") or {}
+    if kind is WorkloadType.CRON_JOB:
+        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    template = spec.get("template") or {}
+    return (template.get("metadata") or {}).get("labels") or {}
+
+
+@dataclass(frozen=True)
+class WorkloadObject:
+    """One workload: the matching view plus what the controller needs to patch it."""
+
+    view: Workload
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owned: bool  # has a controller owner of a supported kind (e.g. a Job of a CronJob)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.view.kind.value, self.view.namespace, self.view.name)
+
+    @property
+    def path(self) -> str:
+        return object_path(self.view.kind, self.view.namespace, self.view.name)
+
+    @property
+    def suppressed(self) -> bool:
+        return self.labels.get(names.SUPPRESSED_LABEL) == "true"
+
+
+def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
+                    namespace_labels: Mapping[str, str]) -> WorkloadObject:
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    owners = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
+    return WorkloadObject(
+        view=Workload(kind=kind, namespace=str(meta.get("namespace", "")),
+                      name=str(meta.get("name", "")), labels=labels,
+                      template_labels=_template_labels(kind, obj),
+                      namespace_labels=namespace_labels),
+        uid=str(meta.get("uid", "")),
+        labels=labels,
+        annotations=meta.get("annotations") or {},
+        owned=any(r.get("kind") in ("CronJob", "Rollout") for r in owners),
+    )
+
+
+def desired_policy(policies: Iterable[Policy], workload: WorkloadObject) -> Policy | None:
+    # A Job of a CronJob (or an AnalysisRun of a Rollout) follows its owner's intent through
+    # the webhook's fallback; labelling it separately could contradict the owner.
+    if workload.owned:
+        return None
+    return effective_policy(policies, workload.view)
+
+
+def metadata_patch(workload: WorkloadObject, intent: Intent | None) -> dict[str, Any] | None:
+    """The merge patch that converges the workload's *metadata* (never its pod template)."""
+    labels: dict[str, str | None] = {}
+    annotations: dict[str, str | None] = {}
+    if intent is None:
+        if names.POLICY_LABEL in workload.labels:
+            labels[names.POLICY_LABEL] = None
+        if names.INTENT_ANNOTATION in workload.annotations:
+            annotations[names.INTENT_ANNOTATION] = None
+    else:
+        for key, value in intent.labels.items():
+            if workload.labels.get(key) != value:
+                labels[key] = value
+        rendered = intent.render()
+        if workload.annotations.get(names.INTENT_ANNOTATION) != rendered:
+            annotations[names.INTENT_ANNOTATION] = rendered
+    meta: dict[str, Any] = {}
+    if labels:
+        meta["labels"] = labels
+    if annotations:
+        meta["annotations"] = annotations
+    return {"metadata": meta} if meta else None
+
+
+def intent_of(policy: Policy | None) -> Intent | None:
+    return intent_for(policy) if policy is not None else None
