@@ -22,8 +22,11 @@ from compaction.problem import InvalidPolicy, Problem
 from compaction.workload import WorkloadType
 from controller import descheduler, scheduler
 from controller.api import Api, ApiError, Obj
+from controller.convergence import STATE_ANNOTATION
+from controller.metrics import ControllerMetrics
 from controller.pods import OwnerIndex, pod_patch
 from controller.runtime import RuntimeSettings, scheduler_image
+from controller.runtime_hook import RuntimeHook
 from controller.status import (
     invalid_conditions,
     policy_conditions,
@@ -58,10 +61,14 @@ def _hash(text: str) -> str:
 
 class Reconciler:
     def __init__(self, api: Api, runtime: RuntimeSettings,
-                 namespace: str = names.INSTALL_NAMESPACE) -> None:
+                 namespace: str = names.INSTALL_NAMESPACE,
+                 metrics: ControllerMetrics | None = None,
+                 hook: RuntimeHook | None = None) -> None:
         self.api = api
         self.runtime = runtime
         self.namespace = namespace
+        self.metrics = metrics or ControllerMetrics()
+        self.hook = hook or RuntimeHook(api, self.metrics)
         self._missing_kinds: set[WorkloadType] = set()
 
     async def reconcile(self) -> Summary:
@@ -84,9 +91,10 @@ class Reconciler:
             if policy is not None:
                 summary.managed[policy.name] = summary.managed.get(policy.name, 0) + 1
             await self._converge_workload(w, policy, summary)
-        await self._converge_pods(by_key, summary)
+        nodes, _ = await self.api.list("/api/v1/nodes")
+        await self._converge_pods(by_key, nodes, summary)
         scheduler_available = await self._converge_scheduler(active)
-        present = await self._converge_deschedulers(active, summary.managed)
+        present = await self._converge_deschedulers(active, summary.managed, nodes)
         await self._write_status(raw_policies, policies, summary, scheduler_available, present)
         return summary
 
@@ -155,7 +163,7 @@ class Reconciler:
 
     async def _converge_pods(self, by_key: Mapping[tuple[str, str, str],
                                                    tuple[WorkloadObject, Policy | None]],
-                             summary: Summary) -> None:
+                             nodes: list[Obj], summary: Summary) -> None:
         intermediates: list[tuple[str, Obj]] = []
         for kind, path in (("ReplicaSet", "/apis/apps/v1/replicasets"),
                            ("Job", "/apis/batch/v1/jobs")):
@@ -163,6 +171,7 @@ class Reconciler:
         index = OwnerIndex.build(intermediates)
         pods, _ = await self.api.list("/api/v1/pods")
         intents: dict[str, Intent | None] = {}
+        members: dict[tuple[str, str, str], tuple[str, list[Obj]]] = {}
         for pod in pods:
             meta = pod.get("metadata") or {}
             if meta.get("namespace") in names.PROTECTED_NAMESPACES or meta.get("deletionTimestamp"):
@@ -171,6 +180,8 @@ class Reconciler:
             if found is None:
                 continue
             workload, policy = found
+            chain = index.chain(pod)
+            members.setdefault(workload.key, (chain[0][0], []))[1].append(pod)
             name = policy.name if policy else ""
             if name not in intents:
                 intents[name] = intent_of(policy)
@@ -185,6 +196,31 @@ class Reconciler:
             except ApiError as e:
                 if e.status != 404:
                     summary.errors.append(f"patch {path}: {e}")
+        await self._runtime_hook(by_key, members, nodes, summary)
+
+    async def _runtime_hook(self, by_key: Mapping[tuple[str, str, str],
+                                                  tuple[WorkloadObject, Policy | None]],
+                            members: Mapping[tuple[str, str, str], tuple[str, list[Obj]]],
+                            nodes: list[Obj], summary: Summary) -> None:
+        node_labels = {str(n["metadata"]["name"]): n["metadata"].get("labels") or {}
+                       for n in nodes}
+        observed = _label_values(nodes)
+        suppressed = 0
+        for key, (workload, policy) in by_key.items():
+            if policy is None:
+                if workload.suppressed or STATE_ANNOTATION in workload.annotations:
+                    await self.hook.forget(workload)
+                continue
+            owner_kind, pods = members.get(key, (workload.view.kind.value, []))
+            # The Pod's own owner kind decides (a Deployment's Pods are owned by ReplicaSets).
+            kind = workload.view.kind.value if owner_kind == "ReplicaSet" else owner_kind
+            selector = policy.descheduler.node_selector.expand_wildcards(observed)
+            try:
+                if await self.hook.step(workload, policy, pods, kind, node_labels, selector):
+                    suppressed += 1
+            except ApiError as e:
+                summary.errors.append(f"runtime hook {workload.path}: {e}")
+        self.metrics.suppressed.set(suppressed)
 
     # --- compaction scheduler --------------------------------------------------------
 
@@ -208,13 +244,9 @@ class Reconciler:
 
     # --- descheduler per policy ------------------------------------------------------
 
-    async def _converge_deschedulers(self, active: list[Policy],
-                                     managed: Mapping[str, int]) -> set[str]:
-        nodes, _ = await self.api.list("/api/v1/nodes")
-        node_labels: dict[str, set[str]] = defaultdict(set)
-        for node in nodes:
-            for k, v in (node["metadata"].get("labels") or {}).items():
-                node_labels[k].add(v)
+    async def _converge_deschedulers(self, active: list[Policy], managed: Mapping[str, int],
+                                     nodes: list[Obj]) -> set[str]:
+        node_labels = _label_values(nodes)
         wanted = {p.name: p for p in active if p.descheduler.enabled}
         base = f"/api/v1/namespaces/{self.namespace}/configmaps"
         cron_base = f"/apis/batch/v1/namespaces/{self.namespace}/cronjobs"
@@ -269,6 +301,15 @@ class Reconciler:
             except ApiError as e:
                 if e.status != 404:
                     summary.errors.append(f"status of {name}: {e}")
+
+
+def _label_values(nodes: list[Obj]) -> dict[str, set[str]]:
+    """Every value each node label has somewhere in the cluster (for wildcard expansion)."""
+    values: dict[str, set[str]] = defaultdict(set)
+    for node in nodes:
+        for k, v in (node["metadata"].get("labels") or {}).items():
+            values[k].add(v)
+    return values
 
 
 def _same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

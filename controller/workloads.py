@@ -50,6 +50,8 @@ class WorkloadObject:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     owned: bool  # has a controller owner of a supported kind (e.g. a Job of a CronJob)
+    replicas: int = 1  # Pods it wants running now
+
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -78,7 +80,15 @@ def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
         labels=labels,
         annotations=meta.get("annotations") or {},
         owned=any(r.get("kind") in ("CronJob", "Rollout") for r in owners),
+        replicas=_desired_replicas(kind, obj),
     )
+
+
+def _desired_replicas(kind: WorkloadType, obj: Mapping[str, Any]) -> int:
+    if kind is WorkloadType.DAEMON_SET:
+        return int((obj.get("status") or {}).get("desiredNumberScheduled") or 0)
+    replicas = (obj.get("spec") or {}).get("replicas")
+    return int(replicas) if isinstance(replicas, int) else 1
 
 
 def desired_policy(policies: Iterable[Policy], workload: WorkloadObject) -> Policy | None:
