@@ -1,0 +1,197 @@
+"""setLabelsByEviction and loop suppression on the real cluster: controller manager, kwok,
+the compaction kube-scheduler and the real webhook process."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from controller.api import Api
+from controller.metrics import ControllerMetrics
+from controller.reconciler import Reconciler
+from controller.runtime import load
+from controller.scheduler import render_scheduler_config
+from localcluster import Cluster, Kube
+from localcluster.kube import path, wait_for
+from tests.integration.helpers import (
+    ROOT,
+    WEBHOOK_NAMESPACE_LABEL,
+    RunningWebhook,
+    deployment,
+    run_webhook,
+    running_pods,
+)
+
+API = "apis/compactor.dev/v1alpha1"
+CRD = ROOT / "deploy" / "crds" / "compactor.dev_clustercompactionpolicies.yaml"
+
+
+def _ccp(name: str | None = None) -> str:
+    return path("clustercompactionpolicies", name=name, api=API)
+
+
+@pytest.fixture(scope="module")
+def stack(cluster: Cluster, kube: Kube, workloads: Cluster, nodes: list[str],
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
+    """CRD, the compaction scheduler and the webhook (short negative TTL, see the README)."""
+    obj = yaml.safe_load(CRD.read_text())
+    kube.apply(path("customresourcedefinitions", name=obj["metadata"]["name"]), obj)
+    wait_for("CRD served", lambda: kube.get(f"/{API}").get("resources"))
+    kube.ensure_namespace("compactor-system")
+    workdir = tmp_path_factory.mktemp("convergence")
+    config = workdir / "scheduler.yaml"
+    config.write_text(yaml.safe_dump(render_scheduler_config(kubeconfig=str(cluster.kubeconfig))))
+    sched = cluster.start_scheduler(name="compactor-scheduler", config=config)
+    try:
+        with run_webhook(cluster, kube, workdir, extra_env={
+                "COMPACTOR_WEBHOOK_NEGATIVE_TTL_SECONDS": "0.5"}) as hook:
+            yield hook
+    finally:
+        sched.stop()
+        cluster.processes.remove(sched)
+
+
+@pytest.fixture
+def policy(kube: Kube) -> Iterator[dict[str, Any]]:
+    made: dict[str, Any] = {}
+    yield made
+    if "name" in made:
+        kube.delete(_ccp(made["name"]))
+
+
+def _make_policy(kube: Kube, made: dict[str, Any], namespace: str,
+                 descheduler: dict[str, Any] | None = None) -> str:
+    name = f"conv-{uuid.uuid4().hex[:6]}"
+    kube.create(_ccp(), {"apiVersion": "compactor.dev/v1alpha1",
+                         "kind": "ClusterCompactionPolicy", "metadata": {"name": name},
+                         "spec": {"scope": {"namespaceSelector": {"operator": "In",
+                                                                  "values": [namespace]}},
+                                  "setLabelsByEviction": True,
+                                  "descheduler": descheduler or {}}})
+    made["name"] = name
+    return name
+
+
+@pytest_asyncio.fixture
+async def controller(cluster: Cluster) -> AsyncIterator[Reconciler]:
+    api = await Api.connect(str(cluster.kubeconfig))
+    yield Reconciler(api, load({}), metrics=ControllerMetrics())
+    await api.close()
+
+
+def _metric(rec: Reconciler, name: str, **labels: str) -> float:
+    return rec.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def _pods(kube: Kube, ns: str, app: str) -> list[dict[str, Any]]:
+    return [p for p in kube.items(path("pods", ns), f"app={app}")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def _label(kube: Kube, ns: str, name: str, key: str) -> str | None:
+    labels = kube.get(path("deployments", ns, name))["metadata"].get("labels") or {}
+    return labels.get(key)
+
+
+@pytest.mark.asyncio
+async def test_pods_created_before_the_policy_are_replaced_one_at_a_time(
+        stack: RunningWebhook, kube: Kube, namespace: str, policy: dict[str, Any],
+        controller: Reconciler) -> None:
+    kube.patch(path("namespaces", name=namespace),
+               {"metadata": {"labels": {WEBHOOK_NAMESPACE_LABEL: "on"}}})
+    kube.create(path("deployments", namespace), deployment("legacy", 3))
+    wait_for("3 running", lambda: running_pods(kube, namespace, "app=legacy", 3))
+    _make_policy(kube, policy, namespace)
+
+    most_unavailable = 0
+    for _ in range(240):
+        await controller.reconcile()
+        everything = kube.items(path("pods", namespace), "app=legacy")
+        unavailable = [p for p in everything if p["status"].get("phase") != "Running"
+                       or p["metadata"].get("deletionTimestamp")]
+        most_unavailable = max(most_unavailable, len(unavailable))
+        live = _pods(kube, namespace, "legacy")
+        if len(live) == 3 and not unavailable and all(
+                p["spec"]["schedulerName"] == "compactor-scheduler" for p in live):
+            break
+        await asyncio.sleep(0.25)
+    live = _pods(kube, namespace, "legacy")
+    assert [p["spec"]["schedulerName"] for p in live] == ["compactor-scheduler"] * 3
+    assert all(p["metadata"]["labels"]["compactor.dev/policy"] == policy["name"] for p in live)
+    assert most_unavailable <= 1, "the hook replaces one Pod at a time per workload"
+    assert _metric(controller, "compactor_runtime_evictions_total", result="evicted") >= 3
+    assert _label(kube, namespace, "legacy", "compactor.dev/suppressed") is None
+
+
+@pytest.mark.asyncio
+async def test_a_pdb_with_max_unavailable_zero_stops_the_hook_and_nothing_is_deleted(
+        stack: RunningWebhook, kube: Kube, namespace: str, policy: dict[str, Any],
+        controller: Reconciler) -> None:
+    kube.create(path("deployments", namespace), deployment("guarded", 2))
+    wait_for("2 running", lambda: running_pods(kube, namespace, "app=guarded", 2))
+    kube.create(path("poddisruptionbudgets", namespace), {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}})
+    wait_for("PDB judged", lambda: kube.get(path("poddisruptionbudgets", namespace, "pdb"))
+             ["status"].get("currentHealthy") == 2)
+    uids = {p["metadata"]["uid"] for p in _pods(kube, namespace, "guarded")}
+    _make_policy(kube, policy, namespace)
+    for _ in range(6):
+        await controller.reconcile()
+        await asyncio.sleep(0.3)
+    assert {p["metadata"]["uid"] for p in _pods(kube, namespace, "guarded")} == uids
+    assert _metric(controller, "compactor_runtime_evictions_total", result="pdb_blocked") >= 1
+    assert _metric(controller, "compactor_runtime_evictions_total", result="evicted") == 0
+
+
+@pytest.mark.asyncio
+async def test_replacements_that_never_converge_are_suppressed_then_released(
+        stack: RunningWebhook, cluster: Cluster, kube: Kube, namespace: str,
+        policy: dict[str, Any], controller: Reconciler) -> None:
+    # This namespace is not served by the webhook, as during an outage with failurePolicy
+    # Ignore: every replacement comes back exactly as unlabelled as the Pod it replaced.
+    kube.create(path("deployments", namespace), deployment("stuck", 1))
+    wait_for("1 running", lambda: running_pods(kube, namespace, "app=stuck", 1))
+    name = _make_policy(kube, policy, namespace, {
+        "loopDetectionThreshold": 2, "loopDetectionWindow": "10m", "suppressionDuration": "8s"})
+
+    for _ in range(160):
+        await controller.reconcile()
+        if _label(kube, namespace, "stuck", "compactor.dev/suppressed") == "true":
+            break
+        await asyncio.sleep(0.25)
+    assert _label(kube, namespace, "stuck", "compactor.dev/suppressed") == "true"
+    evicted = _metric(controller, "compactor_runtime_evictions_total", result="evicted")
+    assert evicted == 2, "the original Pod, then one replacement; the second came back the same"
+    assert _metric(controller, "compactor_suppressions_total") == 1
+    events = [e["reason"] for e in kube.items(path("events", namespace))]
+    assert "CompactionSuppressed" in events
+
+    # A controller restart: a fresh reconciler with no memory keeps the suppression.
+    api = await Api.connect(str(cluster.kubeconfig))
+    restarted = Reconciler(api, load({}), metrics=ControllerMetrics())
+    try:
+        uids = {p["metadata"]["uid"] for p in _pods(kube, namespace, "stuck")}
+        await restarted.reconcile()
+        await restarted.reconcile()
+        assert _label(kube, namespace, "stuck", "compactor.dev/suppressed") == "true"
+        assert _metric(restarted, "compactor_suppressed_workloads") == 1
+        assert {p["metadata"]["uid"] for p in _pods(kube, namespace, "stuck")} == uids
+        # Its Pods carry the marker the descheduler's selector excludes.
+        assert all(p["metadata"]["labels"].get("compactor.dev/suppressed") == "true"
+                   for p in _pods(kube, namespace, "stuck"))
+
+        await asyncio.sleep(8)
+        await restarted.reconcile()
+        assert _label(kube, namespace, "stuck", "compactor.dev/suppressed") is None
+        assert "CompactionSuppressionLifted" in [
+            e["reason"] for e in kube.items(path("events", namespace))]
+    finally:
+        await api.close()
+    assert kube.get(_ccp(name))["status"]["managedWorkloads"] == 1
