@@ -12,11 +12,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from prometheus_client import start_http_server
+
 from compaction import names
 from compaction.workload import WorkloadType
 from controller import runtime
 from controller.api import Api, ApiError
 from controller.lease import LeaderElector
+from controller.metrics import ControllerMetrics
 from controller.reconciler import POLICIES, Reconciler
 from controller.workloads import list_path
 
@@ -85,7 +88,10 @@ class Manager:
                 if leading and (self.wake.is_set() or due):
                     self.wake.clear()
                     try:
+                        started = time.monotonic()
                         summary = await self.reconciler.reconcile()
+                        self.reconciler.metrics.passes.observe(time.monotonic() - started)
+                        self.reconciler.metrics.errors.inc(len(summary.errors))
                         self.passes += 1
                         if summary.errors:
                             log.warning("pass finished with %d errors: %s",
@@ -123,13 +129,18 @@ async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
 async def _main() -> None:
     settings = ManagerSettings.from_env()
     rt = runtime.load()
+    metrics = ControllerMetrics()
+    port = int(os.environ.get("COMPACTOR_CONTROLLER_METRICS_PORT", "8080"))
+    if port:
+        start_http_server(port, registry=metrics.registry)
     api = await Api.connect(settings.kubeconfig)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await Manager(api, settings, Reconciler(api, rt, settings.namespace)).run(stop)
+        reconciler = Reconciler(api, rt, settings.namespace, metrics=metrics)
+        await Manager(api, settings, reconciler).run(stop)
     finally:
         await api.close()
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 import yaml
@@ -21,7 +22,7 @@ from controller.runtime import load
 from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
-from localcluster.process import Process
+from localcluster.process import Process, free_port
 from tests.integration.helpers import ROOT, deployment, gone, running_pods
 
 API = "apis/compactor.dev/v1alpha1"
@@ -239,8 +240,10 @@ async def test_a_policy_the_parser_rejects_gets_valid_false_with_the_reason(
 def test_controller_process_reacts_to_changes_and_holds_the_lease(
         cluster: Cluster, kube: Kube, namespace: str, policies: list[str],
         tmp_path: Path) -> None:
+    metrics_port = free_port()
     env = {**os.environ, "COMPACTOR_CONTROLLER_KUBECONFIG": str(cluster.kubeconfig),
-           "COMPACTOR_CONTROLLER_RESYNC_SECONDS": "300", "POD_NAME": "controller-a"}
+           "COMPACTOR_CONTROLLER_RESYNC_SECONDS": "300", "POD_NAME": "controller-a",
+           "COMPACTOR_CONTROLLER_METRICS_PORT": str(metrics_port)}
     proc = Process("compactor-controller", [sys.executable, "-m", "controller"],
                    tmp_path / "controller.log", env=env)
     proc.start()
@@ -254,6 +257,9 @@ def test_controller_process_reacts_to_changes_and_holds_the_lease(
         ).get("compactor.dev/policy") == name)
         lease = kube.get(path("leases", "compactor-system", "compactor-controller"))
         assert lease["spec"]["holderIdentity"] == "controller-a"
+        text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+        assert "compactor_reconcile_duration_seconds_count" in text
+        assert 'compactor_runtime_evictions_total{result="pdb_blocked"}' in text
     finally:
         proc.stop()
         cluster.processes.remove(proc)
