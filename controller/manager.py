@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import start_http_server
 
+from certs.authority import service_names
+from certs.manager import CertManager, CertSettings
+from certs.rotation import Lifetimes, Names
 from compaction import names
+from compaction.duration import parse_duration
 from compaction.workload import WorkloadType
 from controller import runtime
 from controller.api import Api, ApiError
@@ -34,6 +39,7 @@ class ManagerSettings:
     debounce_seconds: float = 1.0
     lease_seconds: int = 15
     identity: str = ""
+    certs: CertSettings | None = None
 
     @classmethod
     def from_env(cls) -> ManagerSettings:
@@ -43,7 +49,32 @@ class ManagerSettings:
             kubeconfig=env.get("COMPACTOR_CONTROLLER_KUBECONFIG") or env.get("KUBECONFIG"),
             resync_seconds=float(env.get("COMPACTOR_CONTROLLER_RESYNC_SECONDS", "30")),
             identity=env.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+            certs=cert_settings(env),
         )
+
+
+def cert_settings(env: Mapping[str, str]) -> CertSettings | None:
+    """Self-managed webhook TLS unless COMPACTOR_CERTS_MODE is cert-manager (or off)."""
+    if env.get("COMPACTOR_CERTS_MODE", "self") != "self":
+        return None
+    ns = env.get("COMPACTOR_NAMESPACE", names.INSTALL_NAMESPACE)
+    service = env.get("COMPACTOR_WEBHOOK_SERVICE", "compactor-webhook")
+    extra = [s.strip() for s in env.get("COMPACTOR_CERT_EXTRA_SANS", "").split(",") if s.strip()]
+    ips = tuple(s for s in extra if s.replace(".", "").isdigit() or ":" in s)
+    dns = tuple(service_names(service, ns)) + tuple(s for s in extra if s not in ips)
+    d = Lifetimes()
+
+    def life(name: str, default: datetime.timedelta) -> datetime.timedelta:
+        raw = env.get(name)
+        return parse_duration(raw) if raw else default
+
+    return CertSettings(
+        namespace=ns, secret=env.get("COMPACTOR_WEBHOOK_SECRET", "compactor-webhook-tls"),
+        webhook_configuration=env.get("COMPACTOR_WEBHOOK_CONFIGURATION", "compactor-webhook"),
+        names=Names(dns, ips),
+        lifetimes=Lifetimes(ca=life("COMPACTOR_CERT_CA_LIFETIME", d.ca),
+                            serving=life("COMPACTOR_CERT_SERVING_LIFETIME", d.serving),
+                            overlap=life("COMPACTOR_CERT_OVERLAP", d.overlap)))
 
 
 WATCHED = [POLICIES, "/api/v1/namespaces", "/api/v1/nodes",
@@ -57,6 +88,7 @@ class Manager:
                                      settings.identity, settings.lease_seconds)
         self.wake = asyncio.Event()
         self.passes = 0
+        self.certs = CertManager(api, settings.certs) if settings.certs else None
 
     async def _watch(self, path: str, stop: asyncio.Event) -> None:
         """Keep one watch open; every change wakes the reconciler. 410 or a dropped stream
@@ -84,6 +116,11 @@ class Manager:
         try:
             while not stop.is_set():
                 leading = await self.elector.step()
+                if leading and self.certs is not None:
+                    try:
+                        await self.certs.reconcile()
+                    except ApiError as e:
+                        log.warning("webhook certificates: %s", e)
                 due = time.monotonic() - last >= self.settings.resync_seconds
                 if leading and (self.wake.is_set() or due):
                     self.wake.clear()

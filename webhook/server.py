@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import sys
 from typing import Any
 
 import uvicorn
@@ -14,6 +17,7 @@ from webhook.kubeapi import KubeReader
 from webhook.metrics import Metrics
 from webhook.owners import LookupFailed, OwnerCache
 from webhook.settings import Settings
+from webhook.tls import CertificateMismatch, CertReloader, check_names
 
 
 class Webhook:
@@ -21,6 +25,8 @@ class Webhook:
         self.settings = settings
         self.metrics = Metrics()
         self.reader: Any = reader
+        self.reloader: CertReloader | None = None
+        self._reload_task: asyncio.Task[None] | None = None
         self.cache = OwnerCache(self._fetch, self.metrics, maxsize=settings.cache_size,
                                 ttl=settings.cache_ttl_seconds,
                                 negative_ttl=settings.negative_ttl_seconds)
@@ -40,8 +46,15 @@ class Webhook:
         if self.reader is None:
             self.reader = await KubeReader.from_environment(
                 self.settings.kubeconfig, self.settings.lookup_timeout_seconds)
+        if self.reloader is not None:
+            self._reload_task = asyncio.create_task(
+                self.reloader.run(self.settings.cert_reload_seconds))
 
     async def _stop(self) -> None:
+        if self._reload_task is not None:
+            self._reload_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reload_task
         if self.reader is not None:
             await self.reader.close()
 
@@ -59,4 +72,15 @@ def main() -> None:
     settings = Settings.from_env()
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    uvicorn.Server(uvicorn_config(Webhook(settings))).run()
+    try:
+        check_names(settings.cert_file, settings.service_name, settings.service_namespace)
+    except (CertificateMismatch, OSError) as e:
+        logging.getLogger("compactor.webhook").error("refusing to start: %s", e)
+        sys.exit(2)
+    webhook = Webhook(settings)
+    config = uvicorn_config(webhook)
+    config.load()  # builds the SSLContext that the reloader refreshes in place
+    assert config.ssl is not None
+    webhook.reloader = CertReloader(config.ssl, settings.cert_file, settings.key_file,
+                                    settings.service_name, settings.service_namespace)
+    uvicorn.Server(config).run()

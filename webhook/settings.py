@@ -22,6 +22,10 @@ class Settings:
     max_body_bytes: int = 3 * 1024 * 1024
     kubeconfig: str | None = None
     log_level: str = "info"
+    # The Service the API server calls; when set, the certificate must cover its names.
+    service_name: str | None = None
+    service_namespace: str | None = None
+    cert_reload_seconds: float = 5.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -52,4 +56,7 @@ class Settings:
             negative_ttl_seconds=num("NEGATIVE_TTL_SECONDS", d.negative_ttl_seconds),
             kubeconfig=env.get(p + "KUBECONFIG") or env.get("KUBECONFIG") or None,
             log_level=env.get(p + "LOG_LEVEL", d.log_level),
+            service_name=env.get(p + "SERVICE_NAME") or None,
+            service_namespace=env.get(p + "SERVICE_NAMESPACE") or None,
+            cert_reload_seconds=num("CERT_RELOAD_SECONDS", d.cert_reload_seconds),
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-import ssl
 import sys
 import uuid
 from collections.abc import Iterator
@@ -99,46 +98,68 @@ class RunningWebhook:
         return f"https://127.0.0.1:{self.port}"
 
 
-@contextmanager
-def run_webhook(cluster: Cluster, kube: Kube, workdir: Path, selector_value: str = "on",
-                extra_env: dict[str, str] | None = None) -> Iterator[RunningWebhook]:
-    """Run ``python -m webhook`` as its own process with the compactor-webhook ServiceAccount's
-    token (so RBAC is real), and register it for namespaces labelled for this test run."""
+def start_webhook_process(cluster: Cluster, kube: Kube, workdir: Path, cert: Path, key: Path,
+                          extra_env: dict[str, str] | None = None) -> tuple[Process, int]:
+    """``python -m webhook`` as its own process, with the compactor-webhook ServiceAccount's
+    token (so RBAC is real); returns once it answers /readyz."""
     kube.ensure_namespace("compactor-system")
     apply_file(kube, ROOT / "deploy" / "rbac" / "webhook.yaml")
     token = service_account_token(kube, "compactor-system", "compactor-webhook")
     kubeconfig = token_kubeconfig(cluster, token, workdir / "webhook.kubeconfig")
-    cert, key = cluster.ca.serving(["localhost"], ["127.0.0.1"]).write(workdir, "webhook")
     port = free_port()
     env = {**os.environ, "COMPACTOR_WEBHOOK_HOST": "127.0.0.1",
            "COMPACTOR_WEBHOOK_PORT": str(port), "COMPACTOR_WEBHOOK_CERT_FILE": str(cert),
            "COMPACTOR_WEBHOOK_KEY_FILE": str(key), "COMPACTOR_WEBHOOK_KUBECONFIG": str(kubeconfig),
            **(extra_env or {})}
-    name = f"compactor-test-{uuid.uuid4().hex[:6]}"
-    proc = Process(f"webhook-{name}", [sys.executable, "-m", "webhook"],
-                   workdir / f"{name}.log", env=env)
+    proc = Process(f"webhook-{uuid.uuid4().hex[:6]}", [sys.executable, "-m", "webhook"],
+                   workdir / f"webhook-{port}.log", env=env)
     proc.start()
     cluster.processes.append(proc)
-    tls = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
     try:
-        proc.wait_healthy(lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=tls,
+        # Any certificate will do for the health check; the API server judges the real one.
+        proc.wait_healthy(lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False,
                                             timeout=1).status_code == 200, 30)
-        kube.create(path("mutatingwebhookconfigurations"), {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": [{
-                "name": f"{name}.pods.compactor.dev",
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate",
-                                 "caBundle": base64.b64encode(cluster.ca.cert_pem).decode()},
-                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                           "resources": ["pods"], "scope": "Namespaced"}],
-                "namespaceSelector": {"matchLabels": {WEBHOOK_NAMESPACE_LABEL: selector_value}},
-                "admissionReviewVersions": ["v1"], "sideEffects": "None",
-                "failurePolicy": "Ignore", "timeoutSeconds": 5,
-                "reinvocationPolicy": "IfNeeded",
-            }],
-        })
+    except BaseException:
+        proc.stop()
+        cluster.processes.remove(proc)
+        raise
+    return proc, port
+
+
+def webhook_configuration(name: str, port: int, selector_value: str,
+                          ca_bundle: bytes | None, failure_policy: str = "Ignore"
+                          ) -> dict[str, Any]:
+    client: dict[str, Any] = {"url": f"https://127.0.0.1:{port}/mutate"}
+    if ca_bundle is not None:
+        client["caBundle"] = base64.b64encode(ca_bundle).decode()
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": f"{name}.pods.compactor.dev",
+            "clientConfig": client,
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["pods"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {WEBHOOK_NAMESPACE_LABEL: selector_value}},
+            "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": failure_policy, "timeoutSeconds": 5,
+            "reinvocationPolicy": "IfNeeded",
+        }],
+    }
+
+
+@contextmanager
+def run_webhook(cluster: Cluster, kube: Kube, workdir: Path, selector_value: str = "on",
+                extra_env: dict[str, str] | None = None) -> Iterator[RunningWebhook]:
+    """The webhook process with a certificate from the test CA, registered for namespaces
+    labelled ``compactor-test-webhook=<selector_value>``."""
+    cert, key = cluster.ca.serving(["localhost"], ["127.0.0.1"]).write(workdir, "webhook")
+    proc, port = start_webhook_process(cluster, kube, workdir, cert, key, extra_env)
+    name = f"compactor-test-{uuid.uuid4().hex[:6]}"
+    try:
+        kube.create(path("mutatingwebhookconfigurations"),
+                    webhook_configuration(name, port, selector_value, cluster.ca.cert_pem))
         yield RunningWebhook(proc, port, name)
     finally:
         kube.delete(path("mutatingwebhookconfigurations", name=name))

@@ -1,0 +1,77 @@
+"""The serving certificate: checked against the Service names, reloaded without a restart.
+
+Mounted Secrets change by an atomic symlink swap and send no useful file events, so the
+files are hashed on a short interval; a changed pair is loaded into the live SSLContext,
+which new handshakes use while connections already open carry on undisturbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import ssl
+from pathlib import Path
+
+from certs.authority import service_names
+from certs.certificate import missing_names
+
+log = logging.getLogger("compactor.webhook")
+
+
+class CertificateMismatch(RuntimeError):
+    pass
+
+
+def check_names(cert_file: str, service: str | None, namespace: str | None) -> None:
+    """Refuse a certificate the API server would reject for this Service."""
+    if not service or not namespace:
+        return
+    missing = missing_names(Path(cert_file).read_bytes(), service_names(service, namespace))
+    if missing:
+        raise CertificateMismatch(
+            f"certificate {cert_file} does not cover the webhook Service names "
+            f"{', '.join(missing)}; the API server would reject it. Issue it for "
+            f"{service}.{namespace}.svc (or let the controller manage it).")
+
+
+def _digest(*files: str) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()
+
+
+class CertReloader:
+    def __init__(self, context: ssl.SSLContext, cert_file: str, key_file: str,
+                 service: str | None, namespace: str | None) -> None:
+        self.context, self.cert_file, self.key_file = context, cert_file, key_file
+        self.service, self.namespace = service, namespace
+        self.loaded = _digest(cert_file, key_file)
+        self.reloads = 0
+
+    def check(self) -> bool:
+        """Load the files again if they changed; True when a new pair is now served."""
+        try:
+            current = _digest(self.cert_file, self.key_file)
+        except OSError as e:
+            log.warning("cannot read the certificate files: %s", e)
+            return False
+        if current == self.loaded:
+            return False
+        try:
+            check_names(self.cert_file, self.service, self.namespace)
+            self.context.load_cert_chain(self.cert_file, self.key_file)
+        except (CertificateMismatch, ssl.SSLError, OSError) as e:
+            # Half-written pair or wrong names: keep serving the previous certificate.
+            log.error("not reloading the certificate: %s", e)
+            return False
+        self.loaded = current
+        self.reloads += 1
+        log.info("reloaded the serving certificate (%d so far)", self.reloads)
+        return True
+
+    async def run(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.check()
