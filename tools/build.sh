@@ -14,7 +14,7 @@ key="$(cat "$here/versions.env" "$here/build.sh" | sha256sum | cut -c1-16)"
 out="$cache/$key"
 bin="$out/bin"
 
-need=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok descheduler)
+need=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok descheduler)
 complete=1
 for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
 if [[ $complete == 1 ]]; then
@@ -75,7 +75,7 @@ minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
 kver="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION"
 kver+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 kver+=" -X k8s.io/component-base/version.gitTreeState=clean"
-for c in kube-apiserver kube-controller-manager kube-scheduler; do
+for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   build kube "k8s.io/kubernetes/cmd/$c@$KUBERNETES_VERSION" "$c" "$kver"
 done
 

@@ -1,0 +1,209 @@
+"""deploy/ applied with kubectl's own kustomize to the real API server, and what each
+component's ServiceAccount may and may not do (kubectl auth can-i)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from localcluster import ApiError, Cluster, Kube
+from localcluster.kube import path, wait_for
+from tests.integration.helpers import ROOT, deployment, running_pods
+
+DEPLOY = ROOT / "deploy"
+
+
+def kubectl(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run([str(cluster.bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}",
+                          *args], capture_output=True, text=True, timeout=120, check=False)
+    if check and out.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered(cluster: Cluster) -> list[dict[str, Any]]:
+    out = kubectl(cluster, "kustomize", str(DEPLOY))
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Cluster, kube: Kube, workloads: Cluster) -> Iterator[None]:
+    # A server-side dry run cannot create the namespace its namespaced objects go into, so
+    # the namespace goes first (a real apply orders it first by itself).
+    kubectl(cluster, "apply", "--server-side", "-f", str(DEPLOY / "namespace.yaml"))
+    dry = kubectl(cluster, "apply", "--server-side", "--dry-run=server", "-k", str(DEPLOY))
+    assert "serverside-applied (server dry run)" in dry.stdout
+    assert not _exists(kube, path("mutatingwebhookconfigurations", name="compactor-webhook"))
+    kubectl(cluster, "apply", "--server-side", "-k", str(DEPLOY))
+    # The real webhook configuration points at a Service with no real endpoints in this
+    # cluster; keep it only as long as this module needs it, so other tests stay fast.
+    try:
+        yield
+    finally:
+        kube.delete(path("mutatingwebhookconfigurations", name="compactor-webhook"))
+
+
+def _exists(kube: Kube, url: str) -> bool:
+    try:
+        kube.get(url)
+    except ApiError as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = doc.get("spec", {})
+    template = spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get(
+        "template") or {}
+    pod = template.get("spec", {})
+    return [*pod.get("initContainers", []), *pod.get("containers", [])]
+
+
+def test_manifests_pin_images_request_resources_and_lock_down_containers(
+        rendered: list[dict[str, Any]]) -> None:
+    workloads = [d for d in rendered if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")]
+    assert {d["metadata"]["name"] for d in workloads} == {"compactor-webhook",
+                                                          "compactor-controller"}
+    for doc in workloads:
+        for c in _containers(doc):
+            image = c["image"]
+            assert ":" in image and not image.endswith(":latest"), image
+            assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert sc["capabilities"]["drop"] == ["ALL"]
+    text = yaml.safe_dump_all(rendered)
+    assert ":latest" not in text
+
+
+def test_webhook_configuration_is_safe_by_construction(rendered: list[dict[str, Any]]) -> None:
+    (mwc,) = [d for d in rendered if d["kind"] == "MutatingWebhookConfiguration"]
+    (hook,) = mwc["webhooks"]
+    assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"
+    assert hook["reinvocationPolicy"] == "IfNeeded" and hook["timeoutSeconds"] <= 5
+    assert hook["rules"] == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                              "resources": ["pods"], "scope": "Namespaced"}]
+    excluded = hook["namespaceSelector"]["matchExpressions"][0]
+    assert set(excluded["values"]) == {"kube-system", "compactor-system"}
+    assert "config.mirror" in hook["matchConditions"][0]["expression"]
+
+
+def test_install_creates_everything_and_the_deployments_roll_out(
+        installed: None, kube: Kube) -> None:
+    for url in (path("customresourcedefinitions", name="clustercompactionpolicies.compactor.dev"),
+                path("deployments", "compactor-system", "compactor-webhook"),
+                path("deployments", "compactor-system", "compactor-controller"),
+                path("poddisruptionbudgets", "compactor-system", "compactor-webhook"),
+                path("services", "compactor-system", "compactor-webhook"),
+                path("serviceaccounts", "compactor-system", "compactor-descheduler"),
+                "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/"
+                "compactor-controller-pod-metadata-only"):
+        assert _exists(kube, url), url
+    # kwok runs the Pods (their images are never pulled here).
+    for name in ("compactor-webhook", "compactor-controller"):
+        def available(n: str = name) -> bool:
+            status = kube.get(path("deployments", "compactor-system", n))["status"]
+            return bool(status.get("availableReplicas") == 2)
+        wait_for(f"{name} available", available)
+
+
+CAN = [
+    # component, verb, resource, namespace (None: cluster-wide)
+    ("webhook", "get", "replicasets.apps", "shop"),
+    ("webhook", "watch", "cronjobs.batch", None),
+    ("webhook", "get", "namespaces", None),
+    ("controller", "patch", "deployments.apps", "shop"),
+    ("controller", "patch", "pods", "shop"),
+    ("controller", "create", "pods:eviction", "shop"),
+    ("controller", "patch", "clustercompactionpolicies.compactor.dev:status", None),
+    ("controller", "create", "cronjobs.batch", "compactor-system"),
+    ("controller", "create", "configmaps", "compactor-system"),
+    ("controller", "update", "secrets", "compactor-system"),
+    ("controller", "patch", "mutatingwebhookconfigurations/compactor-webhook", None),
+    ("scheduler", "create", "bindings", "shop"),
+    ("scheduler", "update", "leases.coordination.k8s.io/compactor-scheduler",
+     "compactor-system"),
+    ("descheduler", "create", "pods:eviction", "shop"),
+    ("descheduler", "list", "poddisruptionbudgets.policy", None),
+]
+CANNOT = [
+    ("webhook", "get", "secrets", None), ("webhook", "patch", "pods", "shop"),
+    ("webhook", "create", "pods", "shop"), ("webhook", "delete", "pods", "shop"),
+    ("controller", "get", "secrets", None), ("controller", "get", "secrets", "shop"),
+    ("controller", "delete", "pods", "shop"),
+    ("controller", "patch", "mutatingwebhookconfigurations/someone-else", None),
+    ("controller", "create", "mutatingwebhookconfigurations", None),
+    ("controller", "create", "cronjobs.batch", "shop"),
+    ("controller", "update", "deployments.apps", "shop"),
+    ("scheduler", "get", "secrets", "shop"),
+    ("scheduler", "update", "leases.coordination.k8s.io/compactor-controller",
+     "compactor-system"),
+    ("controller", "create", "clustercompactionpolicies.compactor.dev", None),
+    ("descheduler", "delete", "pods", "shop"), ("descheduler", "patch", "pods", "shop"),
+    ("descheduler", "get", "secrets", None),
+    ("descheduler", "patch", "mutatingwebhookconfigurations/compactor-webhook", None),
+]
+
+
+def _can_i(cluster: Cluster, component: str, verb: str, resource: str,
+           namespace: str | None) -> bool:
+    # "resource/name" asks about one object, "resource:sub" about a subresource.
+    resource, _, sub = resource.partition(":")
+    args = ["auth", "can-i", verb, resource, *([f"--subresource={sub}"] if sub else []),
+            f"--as=system:serviceaccount:compactor-system:compactor-{component}"]
+    args += ["-n", namespace] if namespace else ["--all-namespaces"]
+    out = kubectl(cluster, *args, check=False)
+    assert out.stdout.strip() in ("yes", "no"), out.stderr
+    return out.stdout.strip() == "yes"
+
+
+@pytest.mark.parametrize("case", CAN, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CAN])
+def test_each_component_can_do_what_it_needs(installed: None, cluster: Cluster,
+                                             case: tuple[str, str, str, str | None]) -> None:
+    assert _can_i(cluster, *case)
+
+
+@pytest.mark.parametrize("case", CANNOT, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CANNOT])
+def test_each_component_cannot_do_what_it_must_not(installed: None, cluster: Cluster,
+                                                   case: tuple[str, str, str, str | None]
+                                                   ) -> None:
+    assert not _can_i(cluster, *case)
+
+
+def test_the_controller_account_may_patch_pod_metadata_but_never_pod_spec(
+        installed: None, kube: Kube, namespace: str) -> None:
+    kube.create(path("deployments", namespace), deployment("victim", 1))
+    (pod,) = wait_for("running", lambda: running_pods(kube, namespace, "app=victim", 1))
+    url = path("pods", namespace, pod["metadata"]["name"])
+    as_controller = {"Impersonate-User":
+                     "system:serviceaccount:compactor-system:compactor-controller"}
+    kube.request("PATCH", url, {"metadata": {"labels": {"compactor.dev/policy": "p"}}},
+                 "application/merge-patch+json", headers=as_controller)
+    # activeDeadlineSeconds is one of the few mutable spec fields: only the policy stops it.
+    wait_for("policy active", lambda: _spec_patch_denied(kube, url, as_controller))
+    assert "activeDeadlineSeconds" not in kube.get(url)["spec"]
+
+
+def _spec_patch_denied(kube: Kube, url: str, headers: dict[str, str]) -> bool:
+    try:
+        kube.request("PATCH", url, {"spec": {"activeDeadlineSeconds": 3600}},
+                     "application/merge-patch+json", headers=headers)
+    except ApiError as e:
+        return e.status in (403, 422) and "Pod metadata only" in e.message
+    kube.request("PATCH", url, {"spec": {"activeDeadlineSeconds": None}},
+                 "application/merge-patch+json")  # undo, then let the poll retry
+    return False
+
+
+def test_uninstall_removes_it(installed: None, cluster: Cluster, kube: Kube) -> None:
+    out = kubectl(cluster, "delete", "--dry-run=server", "-k", str(DEPLOY))
+    assert "deleted (server dry run)" in out.stdout
