@@ -28,24 +28,22 @@ SYSTEM_CRITICAL: Final = frozenset({"system-cluster-critical", "system-node-crit
 
 
 def observed_state(pod: Mapping[str, Any]) -> dict[str, Any]:
-    meta = pod.get("metadata") or {}
-    parsed = parse_intent((meta.get("annotations") or {}).get(names.INTENT_ANNOTATION, ""))
-    return {
-        "policy": (meta.get("labels") or {}).get(names.POLICY_LABEL),
-        "intent": parsed.intent.hash if parsed.intent else None,
-        "schedulerName": (pod.get("spec") or {}).get("schedulerName") or names.DEFAULT_SCHEDULER,
-    }
+    """What admission decided and nothing later can change: the scheduler. (Labels and the
+    intent annotation are patched in place, so they say nothing about the admission.)"""
+    return {"schedulerName": (pod.get("spec") or {}).get("schedulerName")
+            or names.DEFAULT_SCHEDULER}
 
 
 def is_compliant(pod: Mapping[str, Any], intent: Intent) -> bool:
     """Admitted with this intent: labels, intent hash, and our scheduler unless the Pod kept
     another non-default one on purpose (the GPU-scheduler rule of the webhook)."""
-    state = observed_state(pod)
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    parsed = parse_intent((meta.get("annotations") or {}).get(names.INTENT_ANNOTATION, ""))
     if any(labels.get(k) != v for k, v in intent.labels.items()) or (
-            state["intent"] != intent.hash):
+            parsed.intent is None or parsed.intent.hash != intent.hash):
         return False
-    sched = state["schedulerName"]
+    sched = observed_state(pod)["schedulerName"]
     return intent.scheduler_name is None or sched == intent.scheduler_name or (
         sched != names.DEFAULT_SCHEDULER)
 
@@ -130,6 +128,10 @@ class ConvergenceState:
     observations: tuple[Observation, ...] = ()
     counted: frozenset[str] = field(default_factory=frozenset)  # pod uids already counted
     suppressed_until: datetime.datetime | None = None
+    # The intent the hook last saw on the workload, and since when: replacements wait until
+    # admission (and the webhook's owner cache) can have caught up with it.
+    intent_hash: str = ""
+    intent_since: datetime.datetime | None = None
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> ConvergenceState:
@@ -146,7 +148,8 @@ class ConvergenceState:
                     if isinstance(o, list) and len(o) == 2 and (t := _time(o[1])))
         return cls(_time(body.get("lastEviction")), obs,
                    frozenset(str(u) for u in body.get("counted", [])),
-                   _time(body.get("suppressedUntil")))
+                   _time(body.get("suppressedUntil")), str(body.get("intent", "")),
+                   _time(body.get("intentSince")))
 
     def render(self) -> str:
         body: dict[str, Any] = {}
@@ -158,7 +161,16 @@ class ConvergenceState:
             body["counted"] = sorted(self.counted)
         if self.suppressed_until:
             body["suppressedUntil"] = _stamp(self.suppressed_until)
+        if self.intent_hash:
+            body["intent"] = self.intent_hash
+        if self.intent_since:
+            body["intentSince"] = _stamp(self.intent_since)
         return orjson.dumps(body).decode()
+
+    def seen_intent(self, intent_hash: str, now: datetime.datetime) -> ConvergenceState:
+        if self.intent_hash == intent_hash and self.intent_since:
+            return self
+        return replace(self, intent_hash=intent_hash, intent_since=now)
 
     def within(self, window: datetime.timedelta, now: datetime.datetime) -> ConvergenceState:
         return replace(self, observations=tuple(

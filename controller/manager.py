@@ -26,6 +26,7 @@ from controller.api import Api, ApiError
 from controller.lease import LeaderElector
 from controller.metrics import ControllerMetrics
 from controller.reconciler import POLICIES, Reconciler
+from controller.runtime_hook import RuntimeHook
 from controller.workloads import list_path
 
 log = logging.getLogger("compactor.controller")
@@ -176,7 +177,9 @@ async def _main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        reconciler = Reconciler(api, rt, settings.namespace, metrics=metrics)
+        grace = float(os.environ.get("COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS", "35"))
+        hook = RuntimeHook(api, metrics, intent_grace=datetime.timedelta(seconds=grace))
+        reconciler = Reconciler(api, rt, settings.namespace, metrics=metrics, hook=hook)
         await Manager(api, settings, reconciler).run(stop)
     finally:
         await api.close()

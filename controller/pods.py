@@ -59,12 +59,13 @@ def is_protected(pod: Mapping[str, Any]) -> bool:
     return isinstance(priority, int) and priority < names.PLACEHOLDER_PRIORITY_CUTOFF
 
 
-def pod_patch(pod: Mapping[str, Any], intent: Intent | None, suppressed: bool,
-              in_place: bool) -> dict[str, Any] | None:
+def pod_patch(pod: Mapping[str, Any], intent: Intent | None,
+              suppressed: bool) -> dict[str, Any] | None:
     """Merge patch for a Pod's labels and annotations; ``spec.schedulerName`` is immutable.
 
-    ``in_place`` is False under ``setLabelsByEviction``: then the intent arrives with the
-    replacement Pod, and only the suppression and protection markers are kept current here.
+    Applied under ``setLabelsByEviction`` too: labels and annotations can converge in place,
+    so the runtime hook only has to replace Pods for what admission alone can set, the
+    scheduler; and Pods that may never be replaced still carry their policy label.
     """
     meta = pod.get("metadata") or {}
     labels: Mapping[str, str] = meta.get("labels") or {}
@@ -76,7 +77,7 @@ def pod_patch(pod: Mapping[str, Any], intent: Intent | None, suppressed: bool,
             want_labels[names.POLICY_LABEL] = None
         if names.INTENT_ANNOTATION in annotations:
             want_annotations[names.INTENT_ANNOTATION] = None
-    elif in_place:
+    else:
         want_labels.update(intent.labels)
         want_annotations[names.INTENT_ANNOTATION] = intent.render()
     managed = intent is not None

@@ -185,8 +185,7 @@ class Reconciler:
             name = policy.name if policy else ""
             if name not in intents:
                 intents[name] = intent_of(policy)
-            in_place = policy is not None and not policy.set_labels_by_eviction
-            patch = pod_patch(pod, intents[name], workload.suppressed, in_place)
+            patch = pod_patch(pod, intents[name], workload.suppressed)
             if patch is None:
                 continue
             path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"

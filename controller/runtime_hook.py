@@ -32,6 +32,9 @@ from controller.workloads import WorkloadObject
 
 log = logging.getLogger("compactor.controller")
 PDB_BACKOFF_SECONDS = 30.0
+# Longer than the webhook's owner-cache TTL (30 s by default): a Pod admitted sooner after
+# the intent changed may have been judged on the old one, and would look like a loop.
+INTENT_GRACE = datetime.timedelta(seconds=35)
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -51,8 +54,9 @@ def settled(workload: WorkloadObject, pods: Sequence[Mapping[str, Any]]) -> bool
 class RuntimeHook:
     def __init__(self, api: Api, metrics: ControllerMetrics,
                  clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(
-                     datetime.UTC)) -> None:
+                     datetime.UTC), intent_grace: datetime.timedelta = INTENT_GRACE) -> None:
         self.api, self.metrics, self.clock = api, metrics, clock
+        self.intent_grace = intent_grace
         self._backoff: dict[str, float] = {}
 
     async def _save(self, workload: WorkloadObject, state: ConvergenceState,
@@ -103,6 +107,7 @@ class RuntimeHook:
         noncompliant = [p for p in pods if not is_compliant(p, intent)
                         and (p.get("status") or {}).get("phase") == "Running"]
         before = state
+        state = state.seen_intent(intent.hash, now)
         for pod in noncompliant:
             if is_replacement(pod, state):
                 state = state.observe(fingerprint(workload.uid, intent, pod),
@@ -122,6 +127,8 @@ class RuntimeHook:
         if state != before:
             await self._save(workload, state)
         if not noncompliant or not settled(workload, pods):
+            return False
+        if state.intent_since and now - state.intent_since < self.intent_grace:
             return False
         if self._backoff.get(workload.path, 0.0) > time.monotonic():
             return False

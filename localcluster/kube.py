@@ -134,13 +134,19 @@ class Kube:
                 "metadata": {"name": name, "namespace": namespace}}
         return self.create(path("pods", namespace, name, sub="eviction"), body)
 
-    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
-        try:
-            self.create(path("namespaces"),
-                        {"metadata": {"name": name, "labels": labels or {}}})
-        except ApiError as e:
-            if e.status != 409:
-                raise
+    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None,
+                         default_service_account: bool = False) -> None:
+        """Create the namespace if missing; with its ``default`` ServiceAccount on request,
+        since Pods cannot be created without it (the controller manager races us to it)."""
+        objects = [(path("namespaces"), {"metadata": {"name": name, "labels": labels or {}}})]
+        if default_service_account:
+            objects.append((path("serviceaccounts", name), {"metadata": {"name": "default"}}))
+        for url, obj in objects:
+            try:
+                self.create(url, obj)
+            except ApiError as e:
+                if e.status != 409:
+                    raise
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0,

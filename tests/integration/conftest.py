@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster import Cluster, ClusterConfig, Kube
-from localcluster.kube import ApiError, path, wait_for
+from localcluster.kube import path, wait_for
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -82,12 +82,7 @@ def workloads(controller_manager: Cluster, scheduler: Cluster, nodes: list[str])
 def namespace(kube: Kube) -> Iterator[str]:
     """A fresh namespace with its default ServiceAccount, deleted after the test."""
     name = f"t-{uuid.uuid4().hex[:8]}"
-    kube.ensure_namespace(name)
-    try:
-        kube.create(path("serviceaccounts", name), {"metadata": {"name": "default"}})
-    except ApiError as e:
-        if e.status != 409:
-            raise
+    kube.ensure_namespace(name, default_service_account=True)
     wait_for("default ServiceAccount", lambda: kube.get(path("serviceaccounts", name, "default")))
     yield name
     kube.delete(path("namespaces", name=name))

@@ -89,6 +89,33 @@ def token_kubeconfig(cluster: Cluster, token: str, file: Path) -> Path:
     return file
 
 
+def webhook_metric(hook: RunningWebhook, name: str, **labels: str) -> float:
+    text = httpx.get(f"{hook.url}/metrics", verify=False).text
+    want = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
+    for line in text.splitlines():
+        if line.startswith(f"{name}{want} "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _wait_until_called(kube: Kube, hook: RunningWebhook, selector_value: str) -> None:
+    """The API server learns of new webhook configurations asynchronously; probe with bare
+    Pods (which the webhook skips) until it reports being called."""
+    ns = f"probe-{uuid.uuid4().hex[:6]}"
+    kube.ensure_namespace(ns, {WEBHOOK_NAMESPACE_LABEL: selector_value},
+                          default_service_account=True)
+
+    def called() -> bool:
+        kube.create(path("pods", ns), {"metadata": {"generateName": "probe-"},
+                                       "spec": {"containers": [{"name": "c", "image": "p"}]}})
+        return webhook_metric(hook, "compactor_admission_requests_total",
+                              outcome="skipped") > 0
+    try:
+        wait_for("the API server to call the webhook", called, interval=0.3)
+    finally:
+        kube.delete(path("namespaces", name=ns))
+
+
 class RunningWebhook:
     def __init__(self, process: Process, port: int, config_name: str) -> None:
         self.process, self.port, self.config_name = process, port, config_name
@@ -160,7 +187,9 @@ def run_webhook(cluster: Cluster, kube: Kube, workdir: Path, selector_value: str
     try:
         kube.create(path("mutatingwebhookconfigurations"),
                     webhook_configuration(name, port, selector_value, cluster.ca.cert_pem))
-        yield RunningWebhook(proc, port, name)
+        hook = RunningWebhook(proc, port, name)
+        _wait_until_called(kube, hook, selector_value)
+        yield hook
     finally:
         kube.delete(path("mutatingwebhookconfigurations", name=name))
         proc.stop()

@@ -4,6 +4,7 @@ the compaction kube-scheduler and the real webhook process."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from controller.api import Api
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
 from controller.runtime import load
+from controller.runtime_hook import RuntimeHook
 from controller.scheduler import render_scheduler_config
 from localcluster import Cluster, Kube
 from localcluster.kube import path, wait_for
@@ -81,8 +83,15 @@ def _make_policy(kube: Kube, made: dict[str, Any], namespace: str,
 @pytest_asyncio.fixture
 async def controller(cluster: Cluster) -> AsyncIterator[Reconciler]:
     api = await Api.connect(str(cluster.kubeconfig))
-    yield Reconciler(api, load({}), metrics=ControllerMetrics())
+    yield _reconciler(api)
     await api.close()
+
+
+def _reconciler(api: Api) -> Reconciler:
+    metrics = ControllerMetrics()
+    # A one-second grace instead of 35 s: this webhook's owner cache expires in 0.5 s.
+    hook = RuntimeHook(api, metrics, intent_grace=datetime.timedelta(seconds=1))
+    return Reconciler(api, load({}), metrics=metrics, hook=hook)
 
 
 def _metric(rec: Reconciler, name: str, **labels: str) -> float:
@@ -175,7 +184,7 @@ async def test_replacements_that_never_converge_are_suppressed_then_released(
 
     # A controller restart: a fresh reconciler with no memory keeps the suppression.
     api = await Api.connect(str(cluster.kubeconfig))
-    restarted = Reconciler(api, load({}), metrics=ControllerMetrics())
+    restarted = _reconciler(api)
     try:
         uids = {p["metadata"]["uid"] for p in _pods(kube, namespace, "stuck")}
         await restarted.reconcile()

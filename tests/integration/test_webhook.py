@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
-import ssl
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +22,7 @@ from tests.integration.helpers import (
     run_webhook,
     service_account_token,
     token_kubeconfig,
+    webhook_metric,
 )
 from webhook.kubeapi import KubeReader
 from webhook.server import Webhook
@@ -44,30 +42,10 @@ ROLLOUT_CRD = {
 }
 
 
-def _webhook_metric(hook: RunningWebhook, cluster: Cluster, name: str, **labels: str) -> float:
-    tls = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
-    text = httpx.get(f"{hook.url}/metrics", verify=tls).text
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    pattern = rf"^{re.escape(name)}{re.escape('{' + want + '}') if want else ''} (\S+)$"
-    match = re.search(pattern, text, re.M)
-    return float(match.group(1)) if match else 0.0
-
-
 @pytest.fixture(scope="module")
 def webhook(cluster: Cluster, kube: Kube, workloads: Cluster,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
     with run_webhook(cluster, kube, tmp_path_factory.mktemp("webhook")) as hook:
-        probe_ns = f"probe-{uuid.uuid4().hex[:6]}"
-        kube.ensure_namespace(probe_ns, {WEBHOOK_NAMESPACE_LABEL: "on"})
-        wait_for("default SA", lambda: kube.get(path("serviceaccounts", probe_ns, "default")))
-        # The API server learns of new webhook configurations asynchronously.
-        def called() -> bool:
-            kube.create(path("pods", probe_ns), {"metadata": {"generateName": "probe-"},
-                        "spec": {"containers": [{"name": "c", "image": "pause"}]}})
-            return _webhook_metric(hook, cluster, "compactor_admission_requests_total",
-                                   outcome="skipped") > 0
-        wait_for("the API server to call the webhook", called, interval=0.5)
-        kube.delete(path("namespaces", name=probe_ns))
         yield hook
 
 
@@ -174,8 +152,8 @@ def test_gpu_scheduler_is_kept_and_descheduler_only_leaves_default(
     _assert_compacted(pods_of(kube, hooked_ns, "app=trainer", 1), scheduler="kai-scheduler")
     _assert_compacted(pods_of(kube, hooked_ns, "app=quiet", 1), scheduler="default-scheduler",
                       intent=desched)
-    assert _webhook_metric(webhook, cluster, "compactor_gpu_scheduler_overrides_total",
-                           scheduler="kai-scheduler") >= 1
+    assert webhook_metric(webhook, "compactor_gpu_scheduler_overrides_total",
+                          scheduler="kai-scheduler") >= 1
 
 
 def test_unannotated_and_opted_out_workloads_are_left_alone(

@@ -64,22 +64,19 @@ def _pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | Non
 
 
 def test_pod_is_patched_in_place_with_label_and_intent() -> None:
-    assert pod_patch(_pod(), INTENT, suppressed=False, in_place=True) == {"metadata": {
+    assert pod_patch(_pod(), INTENT, suppressed=False) == {"metadata": {
         "labels": {"compactor.dev/policy": "p"},
         "annotations": {"compactor.dev/intent": INTENT.render()}}}
 
 
-def test_with_set_labels_by_eviction_pods_keep_their_state_for_replacement() -> None:
-    assert pod_patch(_pod(), INTENT, suppressed=False, in_place=False) is None
-
-
 def test_suppression_and_protection_markers_follow_the_workload_and_pod() -> None:
-    patch = pod_patch(_pod(annotations={
-        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}), INTENT, True, False)
+    done = {"compactor.dev/intent": INTENT.render()}
+    patch = pod_patch(_pod({"compactor.dev/policy": "p"}, annotations={
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false", **done}), INTENT, True)
     assert patch == {"metadata": {"labels": {"compactor.dev/suppressed": "true",
                                              "compactor.dev/protected": "true"}}}
-    lifted = _pod({"compactor.dev/suppressed": "true"})
-    assert pod_patch(lifted, INTENT, False, False) == {"metadata": {"labels": {
+    lifted = _pod({"compactor.dev/suppressed": "true", "compactor.dev/policy": "p"}, done)
+    assert pod_patch(lifted, INTENT, False) == {"metadata": {"labels": {
         "compactor.dev/suppressed": None}}}
 
 

@@ -92,6 +92,9 @@ def test_fingerprint_depends_on_workload_intent_and_observed_state_only() -> Non
     assert fingerprint("w", INTENT, a) == fingerprint("w", INTENT, b)
     assert fingerprint("w", INTENT, a) != fingerprint("w2", INTENT, a)
     assert fingerprint("w", INTENT, a) != fingerprint("w", INTENT, _compliant())
+    # Labels patched in place later do not change what admission decided.
+    relabelled = _pod(metadata__labels={"compactor.dev/policy": "p"})
+    assert fingerprint("w", INTENT, relabelled) == fingerprint("w", INTENT, a)
 
 
 def test_state_round_trips_and_forgets_observations_outside_the_window() -> None:
