@@ -30,14 +30,19 @@ def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
         },
         "profiles": [{
             "schedulerName": names.MANAGED_SCHEDULER,
-            "pluginConfig": [{
-                "name": "NodeResourcesFit",
-                "args": {"scoringStrategy": {
+            # Scores that pull the other way would undo the packing: balanced allocation
+            # prefers emptier nodes for lopsided Pods, and the default (system) topology
+            # spread scatters replicas across nodes. A Pod's own spread constraints still apply.
+            "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+            "pluginConfig": [
+                {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
                     "type": "MostAllocated",
                     "resources": [{"name": "cpu", "weight": 1},
                                   {"name": "memory", "weight": 1}],
-                }},
-            }],
+                }}},
+                {"name": "PodTopologySpread", "args": {"defaultingType": "List",
+                                                       "defaultConstraints": []}},
+            ],
         }],
     }
     if kubeconfig:

@@ -15,8 +15,12 @@ def test_config_has_one_most_allocated_profile_and_its_own_lease() -> None:
                                      "resourceName": "compactor-scheduler"}
     (profile,) = cfg["profiles"]
     assert profile["schedulerName"] == "compactor-scheduler"
-    (fit,) = profile["pluginConfig"]
+    fit, spread = profile["pluginConfig"]
     assert fit["name"] == "NodeResourcesFit"
+    # Nothing scores against packing: no balanced allocation, no system-default spreading.
+    assert profile["plugins"]["score"]["disabled"] == [{"name": "NodeResourcesBalancedAllocation"}]
+    assert spread == {"name": "PodTopologySpread",
+                      "args": {"defaultingType": "List", "defaultConstraints": []}}
     assert fit["args"]["scoringStrategy"] == {
         "type": "MostAllocated",
         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}

@@ -1,0 +1,99 @@
+"""Run a compaction on the local cluster and measure it: the shared core of `make demo`
+and the end-to-end test."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from localcluster.cluster import Cluster
+from localcluster.kube import Kube
+from localcluster.measure import (
+    PodFact,
+    Report,
+    cpu_by_node,
+    cpu_millis,
+    ffd_lower_bound,
+    mem_bytes,
+    nodes_with,
+    snapshot,
+)
+from localcluster.scenario import POLICY, Scenario, apply_policy, create
+from localcluster.stack import CompactorStack, DeschedulerRun
+
+
+@dataclass
+class Outcome:
+    report: Report
+    before: list[PodFact]
+    after: list[PodFact]
+    runs: list[DeschedulerRun] = field(default_factory=list)
+    cpu_before: dict[str, int] = field(default_factory=dict)
+    cpu_after: dict[str, int] = field(default_factory=dict)
+
+
+def _settled(kube: Kube) -> bool:
+    pods = snapshot(kube)
+    return all(p.phase == "Running" for p in pods if p.managed or p.protected)
+
+
+def _wait_settled(kube: Kube, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not _settled(kube) and time.monotonic() < deadline:
+        time.sleep(0.3)
+
+
+def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
+        interval: float = 1.0, quiet_runs: int = 3, max_runs: int = 200,
+        log: bool = False) -> Outcome:
+    create(cluster, kube, scenario)
+    before = snapshot(kube)
+    started = time.monotonic()
+    apply_policy(kube, scenario)
+    stack.start_scheduler()
+    runs: list[DeschedulerRun] = []
+    quiet = 0
+    while len(runs) < max_runs:
+        time.sleep(interval)
+        _wait_settled(kube)
+        pending_hook = [p for p in snapshot(kube)
+                        if p.managed and p.scheduler != "compactor-scheduler"
+                        and p.app not in ("pinned", "payments")]
+        result = stack.run_descheduler(POLICY)
+        runs.append(result)
+        if log:
+            print(f"  run {len(runs):3d}: {len(result.evicted)} evicted, "
+                  f"{len(pending_hook)} Pods awaiting the runtime hook, "
+                  f"{len(nodes_with(p for p in snapshot(kube) if p.managed))} nodes in use",
+                  flush=True)
+        quiet = quiet + 1 if not result.evicted and not pending_hook else 0
+        if quiet >= quiet_runs:
+            break
+    _wait_settled(kube)
+    seconds = time.monotonic() - started
+    after = snapshot(kube)
+    shape = scenario.shape
+    ds_cpu = max((p.cpu for p in after if p.app == "node-agent"), default=0)
+    ds_mem = max((p.memory for p in after if p.app == "node-agent"), default=0)
+    managed_after = [p for p in after if p.managed]
+    lower = ffd_lower_bound([(p.cpu, p.memory) for p in managed_after],
+                            cpu_millis(shape.cpu) - ds_cpu, mem_bytes(shape.memory) - ds_mem)
+    protected_before = {p.uid for p in before if p.protected}
+    protected_after = {p.uid for p in after if p.protected}
+    payments_before = {p.uid for p in before if p.app == "payments"}
+    report = Report(
+        nodes_before=len(nodes_with(p for p in before if p.managed)),
+        nodes_after=len(nodes_with(managed_after)),
+        lower_bound=lower,
+        runtime_evictions=int(stack.controller_metric("compactor_runtime_evictions_total",
+                                                      result="evicted")),
+        descheduler_evictions=sum(len(r.evicted) for r in runs),
+        descheduler_runs=len(runs) - quiet,
+        seconds=seconds,
+        pdb_violations=len(payments_before - {p.uid for p in after}),
+        protected_moved=len(protected_before - protected_after),
+        nodes_total=scenario.nodes,
+    )
+    return Outcome(report, before, after, runs,
+                   cpu_by_node(before, scenario.node_names),
+                   cpu_by_node(after, scenario.node_names))

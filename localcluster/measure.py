@@ -1,0 +1,145 @@
+"""Measurements of a compaction run: where Pods are, the packing lower bound, the report."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from localcluster.kube import Kube, path
+from localcluster.scenario import MANAGED_NAMESPACES, PROTECTED
+
+_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6,
+          "G": 10**9}
+
+
+def cpu_millis(q: str) -> int:
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+def mem_bytes(q: str) -> int:
+    for suffix, factor in _UNITS.items():
+        if q.endswith(suffix):
+            return int(float(q[: -len(suffix)]) * factor)
+    return int(q)
+
+
+@dataclass(frozen=True)
+class PodFact:
+    namespace: str
+    name: str
+    uid: str
+    app: str
+    node: str
+    cpu: int
+    memory: int
+    scheduler: str
+    policy_label: str | None
+    phase: str
+
+    @property
+    def protected(self) -> bool:
+        return (self.namespace, self.app) in PROTECTED
+
+    @property
+    def managed(self) -> bool:
+        """Pods the compaction may move: in scope and not protected."""
+        return self.namespace in MANAGED_NAMESPACES and not self.protected
+
+
+def snapshot(kube: Kube) -> list[PodFact]:
+    out = []
+    for pod in kube.items(path("pods")):
+        meta, spec = pod["metadata"], pod["spec"]
+        if meta.get("deletionTimestamp") or meta["namespace"] == "compactor-system":
+            continue
+        requests = [c.get("resources", {}).get("requests", {}) for c in spec["containers"]]
+        out.append(PodFact(
+            meta["namespace"], meta["name"], meta["uid"], (meta.get("labels") or {}).get(
+                "app", ""), spec.get("nodeName", ""),
+            sum(cpu_millis(r.get("cpu", "0")) for r in requests),
+            sum(mem_bytes(r.get("memory", "0")) for r in requests),
+            spec.get("schedulerName", ""), (meta.get("labels") or {}).get("compactor.dev/policy"),
+            pod["status"].get("phase", "")))
+    return out
+
+
+def nodes_with(pods: Iterable[PodFact]) -> set[str]:
+    return {p.node for p in pods if p.node}
+
+
+def ffd_lower_bound(items: Sequence[tuple[int, int]], cpu: int, memory: int) -> int:
+    """First-fit decreasing of (cpu, memory) requests into bins of the node's free capacity."""
+    bins: list[list[int]] = []
+    for c, m in sorted(items, key=lambda i: max(i[0] / cpu, i[1] / memory), reverse=True):
+        for b in bins:
+            if b[0] + c <= cpu and b[1] + m <= memory:
+                b[0] += c
+                b[1] += m
+                break
+        else:
+            bins.append([c, m])
+    return len(bins)
+
+
+def cpu_by_node(pods: Iterable[PodFact], nodes: Sequence[str]) -> dict[str, int]:
+    used: dict[str, int] = defaultdict(int)
+    for p in pods:
+        if p.node:
+            used[p.node] += p.cpu
+    return {n: used.get(n, 0) for n in nodes}
+
+
+@dataclass
+class Report:
+    nodes_before: int
+    nodes_after: int
+    lower_bound: int
+    runtime_evictions: int
+    descheduler_evictions: int
+    descheduler_runs: int
+    seconds: float
+    pdb_violations: int
+    protected_moved: int
+    nodes_total: int
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("nodes carrying managed Pods, before", str(self.nodes_before)),
+            ("nodes carrying managed Pods, after", str(self.nodes_after)),
+            ("lower bound (first-fit decreasing)", str(self.lower_bound)),
+            ("nodes freed", f"{self.nodes_before - self.nodes_after} of {self.nodes_total}"),
+            ("evictions by the runtime hook", str(self.runtime_evictions)),
+            ("evictions by the descheduler", str(self.descheduler_evictions)),
+            ("descheduler runs to converge", str(self.descheduler_runs)),
+            ("wall time to converge", f"{self.seconds:.0f} s"),
+            ("PDB violations", str(self.pdb_violations)),
+            ("protected Pods moved", str(self.protected_moved)),
+        ]
+
+    def table(self) -> str:
+        width = max(len(k) for k, _ in self.rows())
+        return "\n".join(f"  {k:<{width}}  {v}" for k, v in self.rows())
+
+
+def plot(before: dict[str, int], after: dict[str, int], capacity_millis: int,
+         file: Path) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nodes = list(before)
+    x = range(len(nodes))
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ax.bar([i - 0.2 for i in x], [before[n] / 1000 for n in nodes], 0.4, label="before")
+    ax.bar([i + 0.2 for i in x], [after[n] / 1000 for n in nodes], 0.4, label="after")
+    ax.axhline(capacity_millis / 1000, color="grey", linestyle="--", label="allocatable")
+    ax.set_xticks(list(x), nodes, rotation=45, ha="right")
+    ax.set_ylabel("requested CPU (cores)")
+    ax.set_title("Requested CPU per node, before and after compaction")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(file, dpi=100)
+    plt.close(fig)
+    return file

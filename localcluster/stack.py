@@ -1,0 +1,270 @@
+"""Compactor's own parts run against the local cluster the way they run in one: RBAC from
+deploy/, ServiceAccount tokens, the webhook and controller as processes, the compaction
+scheduler from the controller's ConfigMap, and descheduler runs from its per-policy ConfigMap.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from localcluster.cluster import ROOT, Cluster
+from localcluster.kube import Kube, path, wait_for
+from localcluster.process import Process, free_port
+
+WEBHOOK_NAMESPACE_LABEL = "compactor-test-webhook"
+
+
+def apply_file(kube: Kube, file: Path) -> list[dict[str, Any]]:
+    """Server-side apply of every object in a YAML file (the kinds our manifests use)."""
+    out = []
+    for obj in yaml.safe_load_all(file.read_text()):
+        if not obj:
+            continue
+        plural = obj["kind"].lower() + "s"
+        ns = obj["metadata"].get("namespace")
+        out.append(kube.apply(path(plural, ns, obj["metadata"]["name"]), obj))
+    return out
+
+
+def service_account_token(kube: Kube, namespace: str, name: str) -> str:
+    resp = kube.create(path("serviceaccounts", namespace, name, sub="token"), {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600}})
+    return str(resp["status"]["token"])
+
+
+def token_kubeconfig(cluster: Cluster, token: str, file: Path) -> Path:
+    file.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "local", "cluster": {
+            "server": cluster.server, "certificate-authority": str(cluster.pki / "ca.crt")}}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
+    }))
+    return file
+
+
+def webhook_metric(hook: RunningWebhook, name: str, **labels: str) -> float:
+    text = httpx.get(f"{hook.url}/metrics", verify=False).text
+    want = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
+    for line in text.splitlines():
+        if line.startswith(f"{name}{want} "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _wait_until_called(kube: Kube, hook: RunningWebhook, selector_value: str) -> None:
+    """The API server learns of new webhook configurations asynchronously; probe with bare
+    Pods (which the webhook skips) until it reports being called."""
+    ns = f"probe-{uuid.uuid4().hex[:6]}"
+    kube.ensure_namespace(ns, {WEBHOOK_NAMESPACE_LABEL: selector_value},
+                          default_service_account=True)
+
+    def called() -> bool:
+        kube.create(path("pods", ns), {"metadata": {"generateName": "probe-"},
+                                       "spec": {"containers": [{"name": "c", "image": "p"}]}})
+        return webhook_metric(hook, "compactor_admission_requests_total",
+                              outcome="skipped") > 0
+    try:
+        wait_for("the API server to call the webhook", called, interval=0.3)
+    finally:
+        kube.delete(path("namespaces", name=ns))
+
+
+class RunningWebhook:
+    def __init__(self, process: Process, port: int, config_name: str) -> None:
+        self.process, self.port, self.config_name = process, port, config_name
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+
+def start_webhook_process(cluster: Cluster, kube: Kube, workdir: Path, cert: Path, key: Path,
+                          extra_env: dict[str, str] | None = None) -> tuple[Process, int]:
+    """``python -m webhook`` as its own process, with the compactor-webhook ServiceAccount's
+    token (so RBAC is real); returns once it answers /readyz."""
+    kube.ensure_namespace("compactor-system")
+    apply_file(kube, ROOT / "deploy" / "rbac" / "webhook.yaml")
+    token = service_account_token(kube, "compactor-system", "compactor-webhook")
+    kubeconfig = token_kubeconfig(cluster, token, workdir / "webhook.kubeconfig")
+    port = free_port()
+    env = {**os.environ, "COMPACTOR_WEBHOOK_HOST": "127.0.0.1",
+           "COMPACTOR_WEBHOOK_PORT": str(port), "COMPACTOR_WEBHOOK_CERT_FILE": str(cert),
+           "COMPACTOR_WEBHOOK_KEY_FILE": str(key), "COMPACTOR_WEBHOOK_KUBECONFIG": str(kubeconfig),
+           **(extra_env or {})}
+    proc = Process(f"webhook-{uuid.uuid4().hex[:6]}", [sys.executable, "-m", "webhook"],
+                   workdir / f"webhook-{port}.log", env=env)
+    proc.start()
+    cluster.processes.append(proc)
+    try:
+        # Any certificate will do for the health check; the API server judges the real one.
+        proc.wait_healthy(lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False,
+                                            timeout=1).status_code == 200, 30)
+    except BaseException:
+        proc.stop()
+        cluster.processes.remove(proc)
+        raise
+    return proc, port
+
+
+def webhook_configuration(name: str, port: int, selector_value: str,
+                          ca_bundle: bytes | None, failure_policy: str = "Ignore"
+                          ) -> dict[str, Any]:
+    client: dict[str, Any] = {"url": f"https://127.0.0.1:{port}/mutate"}
+    if ca_bundle is not None:
+        client["caBundle"] = base64.b64encode(ca_bundle).decode()
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": f"{name}.pods.compactor.dev",
+            "clientConfig": client,
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["pods"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {WEBHOOK_NAMESPACE_LABEL: selector_value}},
+            "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": failure_policy, "timeoutSeconds": 5,
+            "reinvocationPolicy": "IfNeeded",
+        }],
+    }
+
+
+@contextmanager
+def run_webhook(cluster: Cluster, kube: Kube, workdir: Path, selector_value: str = "on",
+                extra_env: dict[str, str] | None = None) -> Iterator[RunningWebhook]:
+    """The webhook process with a certificate from the test CA, registered for namespaces
+    labelled ``compactor-test-webhook=<selector_value>``."""
+    cert, key = cluster.ca.serving(["localhost"], ["127.0.0.1"]).write(workdir, "webhook")
+    proc, port = start_webhook_process(cluster, kube, workdir, cert, key, extra_env)
+    name = f"compactor-test-{uuid.uuid4().hex[:6]}"
+    try:
+        kube.create(path("mutatingwebhookconfigurations"),
+                    webhook_configuration(name, port, selector_value, cluster.ca.cert_pem))
+        hook = RunningWebhook(proc, port, name)
+        _wait_until_called(kube, hook, selector_value)
+        yield hook
+    finally:
+        kube.delete(path("mutatingwebhookconfigurations", name=name))
+        proc.stop()
+        cluster.processes.remove(proc)
+
+
+@dataclass(frozen=True)
+class DeschedulerRun:
+    evicted: list[tuple[str, str]]  # (namespace/name, node) per eviction
+    log: str
+
+
+class CompactorStack:
+    """Webhook, controller and compaction scheduler as processes, each with its own
+    ServiceAccount token and the RBAC of deploy/; descheduler runs on demand."""
+
+    def __init__(self, cluster: Cluster, kube: Kube, workdir: Path) -> None:
+        self.cluster, self.kube, self.dir = cluster, kube, workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_port = 0
+
+    def install(self) -> None:
+        self.kube.ensure_namespace("compactor-system")
+        crd = yaml.safe_load((ROOT / "deploy" / "crds" /
+                              "compactor.dev_clustercompactionpolicies.yaml").read_text())
+        self.kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]), crd)
+        wait_for("policy API", lambda: self.kube.get("/apis/compactor.dev/v1alpha1")
+                 .get("resources"))
+        for name in ("webhook", "controller", "scheduler", "descheduler"):
+            apply_file(self.kube, ROOT / "deploy" / "rbac" / f"{name}.yaml")
+
+    def _kubeconfig(self, account: str) -> Path:
+        token = service_account_token(self.kube, "compactor-system", account)
+        return token_kubeconfig(self.cluster, token, self.dir / f"{account}.kubeconfig")
+
+    def start_webhook(self) -> int:
+        cert, key = self.cluster.ca.serving(["localhost"], ["127.0.0.1"]).write(
+            self.dir, "webhook")
+        _, port = start_webhook_process(self.cluster, self.kube, self.dir, cert, key)
+        config = webhook_configuration("compactor-webhook-local", port, "", self.cluster.ca.
+                                       cert_pem)
+        # The install's own selector: every namespace but kube-system and compactor-system.
+        config["webhooks"][0]["namespaceSelector"] = {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+             "values": ["kube-system", "compactor-system"]},
+            {"key": "compactor.dev/ignore", "operator": "NotIn", "values": ["true"]}]}
+        self.kube.apply(path("mutatingwebhookconfigurations", name="compactor-webhook-local"),
+                        config)
+        hook = RunningWebhook(next(p for p in reversed(self.cluster.processes)
+                                   if p.name.startswith("webhook-")), port,
+                              "compactor-webhook-local")
+        _wait_until_called(self.kube, hook, "")
+        return port
+
+    def start_controller(self, resync_seconds: float = 2.0, grace_seconds: float = 2.0) -> None:
+        self.metrics_port = free_port()
+        env = {**os.environ,
+               "COMPACTOR_CONTROLLER_KUBECONFIG": str(self._kubeconfig("compactor-controller")),
+               "COMPACTOR_CONTROLLER_RESYNC_SECONDS": str(resync_seconds),
+               "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS": str(grace_seconds),
+               "COMPACTOR_CONTROLLER_METRICS_PORT": str(self.metrics_port),
+               "COMPACTOR_CERTS_MODE": "off", "POD_NAME": "compactor-controller-local"}
+        proc = Process("compactor-controller", [sys.executable, "-m", "controller"],
+                       self.dir / "controller.log", env=env)
+        proc.start()
+        self.cluster.processes.append(proc)
+        proc.wait_healthy(lambda: httpx.get(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1).status_code == 200, 30)
+
+    def controller_metric(self, name: str, **labels: str) -> float:
+        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+        want = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
+        for line in text.splitlines():
+            if line.startswith(f"{name}{want} "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def start_scheduler(self) -> None:
+        """kube-scheduler with the configuration the controller rendered into its ConfigMap."""
+        cm = wait_for("the scheduler ConfigMap", lambda: self.kube.get(
+            path("configmaps", "compactor-system", "compactor-scheduler-config")), timeout=60)
+        config = yaml.safe_load(cm["data"]["config.yaml"])
+        config["clientConnection"] = {"kubeconfig": str(self._kubeconfig("compactor-scheduler"))}
+        file = self.dir / "compactor-scheduler.yaml"
+        file.write_text(yaml.safe_dump(config))
+        self.cluster.start_scheduler(name="compactor-scheduler", config=file)
+
+    def run_descheduler(self, policy: str) -> DeschedulerRun:
+        """One run, as the CronJob's Job runs it: the rendered policy, the descheduler account."""
+        cm = self.kube.get(path("configmaps", "compactor-system",
+                                f"compactor-descheduler-{policy}"))
+        file = self.dir / f"descheduler-{policy}.yaml"
+        file.write_text(cm["data"]["policy.yaml"])
+        out = subprocess.run(
+            [str(self.cluster.bin / "descheduler"),
+             f"--kubeconfig={self._kubeconfig('compactor-descheduler')}",
+             f"--policy-config-file={file}", "--v=3", "--bind-address=127.0.0.1",
+             f"--secure-port={free_port()}", f"--cert-dir={self.dir / 'descheduler-certs'}"],
+            capture_output=True, text=True, timeout=300, check=False)
+        log = out.stdout + out.stderr
+        with (self.dir / "descheduler.log").open("a") as f:
+            f.write(log)
+        if out.returncode != 0:
+            raise RuntimeError(f"descheduler failed:\n{log[-3000:]}")
+        evicted = []
+        for line in log.splitlines():
+            if '"Evicted pod"' in line and 'pod="' in line:
+                pod = line.split('pod="', 1)[1].split('"', 1)[0]
+                node = line.split('node="', 1)[1].split('"', 1)[0] if 'node="' in line else ""
+                evicted.append((pod, node))
+        return DeschedulerRun(evicted, log)

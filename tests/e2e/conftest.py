@@ -1,0 +1,34 @@
+"""The end-to-end compaction runs on a cluster of its own: its nodes and Pods are the whole
+point, so no other test's leftovers may share it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from localcluster import Cluster, ClusterConfig, Kube
+
+
+@pytest.fixture(scope="module")
+def e2e_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    cluster = Cluster(ClusterConfig(workdir=tmp_path_factory.mktemp("e2e-cluster")))
+    with cluster:
+        cluster.start_controller_manager()
+        cluster.start_scheduler()
+        cluster.start_kwok()
+        yield cluster
+
+
+@pytest.fixture(autouse=True)
+def _cluster_for_logs(request: pytest.FixtureRequest) -> Cluster | None:
+    if "e2e_cluster" in request.fixturenames:
+        return request.getfixturevalue("e2e_cluster")  # type: ignore[no-any-return]
+    return None
+
+
+@pytest.fixture(scope="module")
+def e2e_kube(e2e_cluster: Cluster) -> Iterator[Kube]:
+    kube = e2e_cluster.client()
+    yield kube
+    kube.close()

@@ -1,0 +1,106 @@
+"""Compaction for real: kwok nodes, the default scheduler's spread, then Compactor's webhook,
+controller, compaction scheduler and the real descheduler free nodes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from localcluster import Cluster, Kube
+from localcluster.cluster import NodeShape
+from localcluster.compaction import Outcome, run
+from localcluster.kube import path, wait_for
+from localcluster.scenario import POLICY, small
+from localcluster.stack import CompactorStack
+
+
+@pytest.fixture(scope="module")
+def stack(e2e_cluster: Cluster, e2e_kube: Kube,
+          tmp_path_factory: pytest.TempPathFactory) -> CompactorStack:
+    s = CompactorStack(e2e_cluster, e2e_kube, tmp_path_factory.mktemp("stack"))
+    s.install()
+    s.start_webhook()
+    s.start_controller()
+    return s
+
+
+@pytest.fixture(scope="module")
+def outcome(e2e_cluster: Cluster, e2e_kube: Kube, stack: CompactorStack) -> Outcome:
+    return run(e2e_cluster, e2e_kube, stack, small(), interval=0.5, log=True)
+
+
+def test_nodes_are_freed_close_to_the_packing_lower_bound(outcome: Outcome) -> None:
+    r = outcome.report
+    assert r.nodes_after < r.nodes_before, r.table()
+    assert r.nodes_after <= r.lower_bound + 1, r.table()
+
+
+def test_no_budget_is_violated_and_nothing_protected_moves(outcome: Outcome) -> None:
+    assert outcome.report.pdb_violations == 0
+    assert outcome.report.protected_moved == 0
+    before = {p.uid: p.node for p in outcome.before if p.protected}
+    after = {p.uid: p.node for p in outcome.after if p.protected}
+    assert before == after
+
+
+def test_every_managed_pod_ends_on_the_compaction_scheduler_with_the_policy_label(
+        outcome: Outcome) -> None:
+    managed = [p for p in outcome.after if p.managed]
+    assert managed
+    assert {p.scheduler for p in managed} == {"compactor-scheduler"}
+    assert {p.policy_label for p in managed} == {POLICY}
+    assert all(p.phase == "Running" for p in managed)
+
+
+def test_no_descheduler_run_exceeds_the_policy_limits(outcome: Outcome) -> None:
+    limit = small().policy_spec["descheduler"]["maxNoOfPodsToEvictTotal"]
+    assert outcome.runs
+    for run_ in outcome.runs:
+        assert len(run_.evicted) <= limit
+        assert max(Counter(node for _, node in run_.evicted).values(), default=0) <= limit
+        assert max(Counter(pod.split("/")[0] for pod, _ in run_.evicted).values(),
+                   default=0) <= limit
+
+
+def test_one_sparse_node_is_left_alone_with_number_of_nodes_one(
+        outcome: Outcome, e2e_cluster: Cluster, e2e_kube: Kube, stack: CompactorStack,
+        tmp_path: Path) -> None:
+    """numberOfNodes: 1 needs two underutilised nodes; a pool with one acts on nothing."""
+    kube = e2e_kube
+    pool = ["gate-dense", "gate-sparse"]
+    e2e_cluster.add_nodes(kube, pool, NodeShape(), labels={"compactor.test/pool": "gate"})
+    kube.ensure_namespace("gate", default_service_account=True)
+    for name, node, replicas, cpu in (("dense", pool[0], 3, "1"), ("sparse", pool[1], 1,
+                                                                   "200m")):
+        kube.create(path("replicasets", "gate"), {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name,
+                                                          "compactor.dev/policy": "gate"}},
+                                  "spec": {"nodeName": node, "containers": [{
+                                      "name": "c", "image": "pause",
+                                      "resources": {"requests": {"cpu": cpu,
+                                                                 "memory": "64Mi"}}}]}}}})
+    kube.apply(path("clustercompactionpolicies", name="gate",
+                    api="apis/compactor.dev/v1alpha1"), {
+        "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+        "metadata": {"name": "gate"},
+        "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": ["gate"]}},
+                 "descheduler": {
+                     "nodeSelector": {"matchLabels": {"compactor.test/pool": "gate"}},
+                     "highNodeUtilization": {"numberOfNodes": 1,
+                                             "thresholds": {"cpu": 50, "memory": 50,
+                                                            "pods": 50}}}}})
+    cm = wait_for("the gate policy's descheduler ConfigMap", lambda: kube.get(
+        path("configmaps", "compactor-system", "compactor-descheduler-gate")))
+    assert yaml.safe_load(cm["data"]["policy.yaml"])["profiles"][0]["pluginConfig"][1][
+        "args"]["numberOfNodes"] == 1
+    wait_for("gate pods running", lambda: sum(
+        1 for p in kube.items(path("pods", "gate")) if p["status"].get("phase") == "Running")
+        == 4)
+    result = stack.run_descheduler("gate")
+    assert result.evicted == []
+    assert "Number of underutilized nodes" in result.log
