@@ -1,39 +1,66 @@
-"""`make demo`: the embedded local cluster, up until Ctrl-C.
+"""`make demo`: compaction on an embedded cluster, measured, then left up until Ctrl-C.
 
-For now it starts the control plane with a few kwok nodes and prints how to reach it; the
-compaction scenario of the end-to-end issue will run on top of this.
+12 kwok nodes spread by the default scheduler, a few things that must never move, then a
+ClusterCompactionPolicy. Compactor's webhook, controller and compaction scheduler run as
+processes; the descheduler runs the way its CronJob would, on a short interval.
 """
 
 from __future__ import annotations
 
+import argparse
 import signal
 import tempfile
 import threading
 from pathlib import Path
 
 from localcluster import Cluster, ClusterConfig
+from localcluster.compaction import run
+from localcluster.measure import cpu_millis, plot
+from localcluster.scenario import PROTECTED, small, standard
+from localcluster.stack import CompactorStack
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--small", action="store_true", help="the 6-node scenario of the tests")
+    parser.add_argument("--no-wait", action="store_true", help="stop after the report")
+    parser.add_argument("--out", type=Path, default=Path("demo-out"))
+    args = parser.parse_args()
+    scenario = small() if args.small else standard()
+    args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="compactor-demo-"))
-    cluster = Cluster(ClusterConfig(workdir=workdir))
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
     print(f"starting the local cluster in {workdir} ...", flush=True)
-    with cluster:
+    with Cluster(ClusterConfig(workdir=workdir)) as cluster:
         cluster.start_controller_manager()
         cluster.start_scheduler()
         cluster.start_kwok()
         kube = cluster.client()
-        nodes = [f"kwok-node-{i}" for i in range(4)]
-        cluster.add_nodes(kube, nodes)
-        kube.close()
-        print(f"\ncluster is up: {cluster.server} with {len(nodes)} kwok nodes")
+        stack = CompactorStack(cluster, kube, workdir / "compactor")
+        stack.install()
+        stack.start_webhook()
+        stack.start_controller()
+        print(f"creating {scenario.nodes} nodes and the workloads; protected: "
+              f"{', '.join(f'{ns}/{n} ({why})' for (ns, n), why in PROTECTED.items())}",
+              flush=True)
+        print("applying the policy; descheduler runs:", flush=True)
+        outcome = run(cluster, kube, stack, scenario, interval=1.0, log=True)
+        print("\nCompaction report\n" + outcome.report.table())
+        png = plot(outcome.cpu_before, outcome.cpu_after, cpu_millis(scenario.shape.cpu),
+                   args.out / "requested-cpu-per-node.png")
+        (args.out / "report.txt").write_text(outcome.report.table() + "\n")
+        print(f"\nper-node requested CPU: {png}")
+        print(f"\ncluster is up: {cluster.server}")
         print(f"  export KUBECONFIG={cluster.kubeconfig}")
-        print(f"  logs: {workdir / 'logs'}")
-        print("press Ctrl-C to stop", flush=True)
-        stop.wait()
+        print("  kubectl get clustercompactionpolicies; kubectl get pods -A -o wide")
+        print(f"  logs: {workdir / 'logs'} and {workdir / 'compactor'}")
+        kube.close()
+        if not args.no_wait:
+            print("press Ctrl-C to stop", flush=True)
+            stop.wait()
     print("stopped")
 
 
