@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo venv tools lint typecheck unit integration bench clean
+.PHONY: test demo venv tools lint typecheck unit integration e2e bench-e2e clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -33,6 +33,9 @@ unit: $(STAMP)
 integration: $(STAMP) tools
 	$(BIN)/pytest tests/integration
 
+e2e: $(STAMP) tools
+	$(BIN)/pytest tests/e2e
+
 ## test: install what is needed, then ruff, import contracts, mypy and the whole suite
 test: $(STAMP) tools lint typecheck
 	$(BIN)/pytest
@@ -40,6 +43,10 @@ test: $(STAMP) tools lint typecheck
 ## demo: start the embedded local cluster and keep it up until Ctrl-C
 demo: $(STAMP) tools
 	$(BIN)/python -m localcluster.demo
+
+## bench-e2e: 100 nodes, ~3,000 Pods: reconcile time, peak RSS, API requests/min (not in CI)
+bench-e2e: $(STAMP) tools
+	$(BIN)/python -m localcluster.bench_e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

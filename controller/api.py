@@ -42,6 +42,7 @@ class ApiError(Exception):
 class Api:
     def __init__(self, client: ApiClient) -> None:
         self.client = client
+        self.requests = 0  # every request sent, watches included (for the metrics)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None) -> Api:
@@ -58,6 +59,7 @@ class Api:
     async def request(self, method: str, path: str, body: Any = None,
                       content_type: str = "application/json",
                       query: dict[str, str] | None = None) -> Obj:
+        self.requests += 1
         try:
             result = await self.client.call_api(
                 path, method, header_params={"Content-Type": content_type,
@@ -116,6 +118,7 @@ class Api:
         """Watch events after ``resource_version``; raises ApiError(410) when it has expired."""
         query = [("watch", "1"), ("resourceVersion", resource_version),
                  ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout_seconds))]
+        self.requests += 1
         try:
             resp = await self.client.call_api(
                 path, "GET", query_params=query, auth_settings=["BearerToken"],

@@ -172,6 +172,7 @@ async def _main() -> None:
     if port:
         start_http_server(port, registry=metrics.registry)
     api = await Api.connect(settings.kubeconfig)
+    metrics.api_requests.set_function(lambda: float(api.requests))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -22,5 +22,8 @@ class ControllerMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=r)
         self.errors = Counter(
             "compactor_reconcile_errors", "Writes that failed during a pass.", registry=r)
+        self.api_requests = Gauge(
+            "compactor_controller_api_requests", "Requests the controller has sent to the API "
+            "server since it started.", registry=r)
         for result in ("evicted", "pdb_blocked", "skipped"):
             self.evictions.labels(result)

@@ -222,6 +222,7 @@ class Cluster:
             f"--root-ca-file={self.pki / 'ca.crt'}",
             "--use-service-account-credentials=false",
             "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+            "--kube-api-qps=200", "--kube-api-burst=400",
             "--v=1",
         )
         self._wait_component(proc, port)
@@ -229,7 +230,8 @@ class Cluster:
     def start_scheduler(self, name: str = "kube-scheduler", config: Path | None = None) -> Process:
         """The default kube-scheduler, or a second one from a KubeSchedulerConfiguration file."""
         port = free_port()
-        flags = [f"--config={config}"] if config else ["--leader-elect=false"]
+        flags = [f"--config={config}"] if config else [
+            "--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400"]
         proc = self._spawn(name, str(self.bin / "kube-scheduler"),
                            *self._component_flags(port), *flags, "--v=1")
         self._wait_component(proc, port)

@@ -38,7 +38,7 @@ class Scenario:
         return [f"node-{i:02d}" for i in range(self.nodes)]
 
 
-def _policy_spec(limits: int) -> dict[str, Any]:
+def policy_spec(limits: int) -> dict[str, Any]:
     """Like the reference's first example, with setLabelsByEviction so that the Pods placed
     before the policy existed are re-admitted onto the compaction scheduler."""
     return {
@@ -59,7 +59,7 @@ def _policy_spec(limits: int) -> dict[str, Any]:
 
 
 def standard() -> Scenario:
-    return Scenario(nodes=12, policy_spec=_policy_spec(1), apps=(
+    return Scenario(nodes=12, policy_spec=policy_spec(1), apps=(
         App("production", "web", 10, "500m", "1Gi"),
         App("production", "api", 6, "750m", "2Gi"),
         App("production", "cache", 3, "1", "4Gi", kind="StatefulSet"),
@@ -69,7 +69,7 @@ def standard() -> Scenario:
 
 
 def small() -> Scenario:
-    return Scenario(nodes=6, policy_spec=_policy_spec(2), apps=(
+    return Scenario(nodes=6, policy_spec=policy_spec(2), apps=(
         App("production", "web", 5, "500m", "1Gi"),
         App("production", "cache", 2, "1", "3Gi", kind="StatefulSet"),
         App("batch", "worker", 3, "750m", "2Gi"),
