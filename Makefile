@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo venv tools lint typecheck unit integration e2e bench-e2e clean
+.PHONY: test demo venv tools lint typecheck unit integration e2e bench bench-e2e clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -43,6 +43,10 @@ test: $(STAMP) tools lint typecheck
 ## demo: start the embedded local cluster and keep it up until Ctrl-C
 demo: $(STAMP) tools
 	$(BIN)/python -m localcluster.demo
+
+## bench: webhook latency/throughput vs the bare stack, cold burst, through the API server
+bench: $(STAMP) tools
+	$(BIN)/python -m loadtest.driver
 
 ## bench-e2e: 100 nodes, ~3,000 Pods: reconcile time, peak RSS, API requests/min (not in CI)
 bench-e2e: $(STAMP) tools

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import ssl
 from typing import Any
 
 import aiohttp
 import orjson
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import Configuration
 
+from webhook.credentials import Credentials, from_kubeconfig, in_cluster
 from webhook.owners import LookupFailed
 
 
 class KubeReader:
-    def __init__(self, configuration: Any, timeout: float = 1.5) -> None:
-        self._cfg = configuration
-        tls = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-        if configuration.cert_file:
-            tls.load_cert_chain(configuration.cert_file, configuration.key_file)
+    def __init__(self, credentials: Credentials, timeout: float = 1.5) -> None:
+        self._creds = credentials
         self._session = aiohttp.ClientSession(
-            base_url=configuration.host.rstrip("/") + "/",
-            connector=aiohttp.TCPConnector(ssl=tls, limit=64),
+            base_url=credentials.server + "/",
+            connector=aiohttp.TCPConnector(ssl=credentials.tls, limit=64),
             timeout=aiohttp.ClientTimeout(total=timeout),
         )
         self.requests = 0
@@ -29,18 +24,13 @@ class KubeReader:
     @classmethod
     async def from_environment(cls, kubeconfig: str | None, timeout: float) -> KubeReader:
         """In-cluster service-account credentials, or the given kubeconfig file."""
-        cfg = Configuration()
-        if kubeconfig:
-            await kube_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        else:
-            kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        return cls(cfg, timeout)
+        return cls(from_kubeconfig(kubeconfig) if kubeconfig else in_cluster(), timeout)
 
     async def get(self, path: str) -> dict[str, Any] | None:
         """The object, None when it does not exist; LookupFailed for anything else."""
         self.requests += 1
         headers = {"Accept": "application/json"}
-        token = await self._cfg.get_api_key_with_prefix("BearerToken")
+        token = self._creds.authorization()
         if token:
             headers["Authorization"] = token
         try:

@@ -8,6 +8,8 @@ was deleted and recreated under the same name is a different key: a miss, never 
 from __future__ import annotations
 
 import asyncio
+import functools
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -71,21 +73,27 @@ class Resolution:
 _ABSENT: Final = OwnerRecord(None, None, None, None, False)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(raw: str) -> tuple[Intent | None, str | None, str | None]:
+    """Owners of one policy share an annotation text: parse it once, share the objects."""
+    parsed = parse_intent(raw)
+    if parsed.intent is not None:
+        return parsed.intent, parsed.intent.render(), None
+    return None, None, str(parsed.error)
+
+
 def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
     raw = annotations.get(names.INTENT_ANNOTATION)
-    intent = rendered = error = None
-    if isinstance(raw, str):
-        parsed = parse_intent(raw)
-        if parsed.intent is not None:
-            intent, rendered = parsed.intent, parsed.intent.render()
-        else:
-            error = str(parsed.error)
+    intent, rendered, error = _parsed(raw) if isinstance(raw, str) else (None, None, None)
     parent = controller_ref(meta.get("ownerReferences"))
     if parent is not None and parent.kind not in PLURALS:
         parent = None
+    elif parent is not None:
+        parent = OwnerRef(sys.intern(parent.api_version), sys.intern(parent.kind), parent.name,
+                          parent.uid)
     return OwnerRecord(intent, rendered, error, parent,
                        labels.get(names.IGNORE_LABEL) == "true")
 
@@ -153,7 +161,7 @@ class OwnerCache:
         return record_of(obj)
 
     async def owner(self, namespace: str, ref: OwnerRef) -> OwnerRecord:
-        key = (namespace, ref.kind, ref.name, ref.uid)
+        key = (sys.intern(namespace), sys.intern(ref.kind), ref.name, ref.uid)
         return await self.lookup(key, owner_path(namespace, ref), ref.uid)
 
     async def namespace(self, name: str) -> OwnerRecord:

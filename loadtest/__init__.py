@@ -1,0 +1,1 @@
+"""Load test and benchmark of the admission webhook (`make bench`)."""

@@ -1,0 +1,51 @@
+"""Peak RSS of a webhook process whose owner cache holds N owners (default 100,000).
+
+Imports the webhook exactly as the server does, parses N realistic owner objects (with the
+intent annotation and an owner reference) through the cache's own code path, and reports
+VmRSS and VmHWM from /proc. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from compaction.intent import Intent
+from webhook.metrics import Metrics
+from webhook.owners import OwnerCache, record_of
+from webhook.server import Webhook  # noqa: F401  (the server's imports, as in production)
+
+
+def _status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1])
+    return 0
+
+
+async def _never(path: str) -> None:
+    raise AssertionError(path)
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    base = _status("VmRSS:")
+    cache = OwnerCache(_never, Metrics(), maxsize=n)  # type: ignore[arg-type]
+    for i in range(n):
+        ns, name = f"ns-{i % 500}", f"app-{i}"
+        intent = Intent(f"policy-{i % 20}", {"compactor.dev/policy": f"policy-{i % 20}"},
+                        "compactor-scheduler")
+        obj = {"metadata": {
+            "name": name, "namespace": ns, "uid": f"{i:08d}-0000-4000-8000-000000000000",
+            "labels": {"app": name, "compactor.dev/policy": intent.policy},
+            "annotations": {"compactor.dev/intent": intent.render()},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                 "name": name, "uid": f"d{i:07d}", "controller": True}]}}
+        cache.put((ns, "ReplicaSet", name, obj["metadata"]["uid"]), record_of(obj))
+    print(json.dumps({"owners": len(cache), "rss_mib": _status("VmRSS:") / 1024,
+                      "peak_mib": _status("VmHWM:") / 1024, "baseline_mib": base / 1024}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,426 @@
+"""`make bench`: admission latency and throughput, side by side with the stack's own ceiling.
+
+One run, everything on loopback, bounded in time:
+1. baseline — Starlette/uvicorn/TLS answering a fixed AdmissionReview (the ceiling);
+2. warm — the Compactor webhook with its owner cache full (flat out, then at half that rate);
+3. cold burst — a fresh webhook, 500 Pods of one ReplicaSet at once, owners from the real API;
+4. through the API server — Pods created via kube-apiserver with the webhook registered.
+Writes a table to stdout and loadtest/results/ (CSV, Markdown, latency PNG), then PASS/FAIL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from compaction.intent import Intent
+from localcluster import Cluster, ClusterConfig, Kube
+from localcluster.kube import path, wait_for
+from localcluster.process import Process, free_port
+from localcluster.stack import (
+    apply_file,
+    service_account_token,
+    token_kubeconfig,
+    webhook_configuration,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "loadtest" / "results"
+INTENT = Intent("bench", {"compactor.dev/policy": "bench"}, "compactor-scheduler")
+ANNOTATIONS = {"compactor.dev/intent": INTENT.render()}
+
+
+@dataclass
+class Row:
+    name: str
+    rps: float
+    p50: float
+    p95: float
+    p99: float
+    server_p50: float
+    server_p95: float
+    server_p99: float
+    cpu_per_1000: float
+    peak_rss_mib: float
+    failures: int
+    requests: int
+    gets: str = ""
+
+
+def _proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_rss(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _histogram(text: str, name: str) -> list[tuple[float, float]]:
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith(f"{name}_bucket{{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le),
+                            float(line.rsplit(" ", 1)[1])))
+    return sorted(buckets)
+
+
+def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
+    """Linear interpolation inside the bucket, as Prometheus' histogram_quantile does."""
+    if not buckets or buckets[-1][1] == 0:
+        return float("nan")
+    rank, prev_le, prev_count = q * buckets[-1][1], 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * (rank - prev_count) / max(count - prev_count, 1e-9)
+        prev_le, prev_count = le, count
+    return prev_le
+
+
+def _delta(after: list[tuple[float, float]], before: list[tuple[float, float]]
+           ) -> list[tuple[float, float]]:
+    b = dict(before)
+    return [(le, c - b.get(le, 0.0)) for le, c in after]
+
+
+def _bodies(namespace: str, owners: list[dict[str, Any]], count: int, file: Path) -> Path:
+    """AdmissionReview bodies as the API server sends them (a full Pod of realistic size)."""
+    lines = []
+    for i in range(count):
+        owner = owners[i % len(owners)]
+        pod = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": f"{owner['name']}-", "namespace": namespace,
+                         "labels": {"app": owner["name"], "pod-template-hash": "7d9f8c6b5"},
+                         "annotations": {"kubectl.kubernetes.io/restartedAt":
+                                         "2026-12-01T10:00:00Z"},
+                         "ownerReferences": [{**owner, "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": {"containers": [{
+                "name": "app", "image": "registry.k8s.io/pause:3.10",
+                "env": [{"name": f"VAR_{k}", "value": "x" * 40} for k in range(20)],
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                              "limits": {"memory": "256Mi"}},
+                "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                "volumeMounts": [{"name": "kube-api-access", "readOnly": True,
+                                  "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+            }], "volumes": [{"name": "kube-api-access", "projected": {"sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}}],
+                "serviceAccountName": "default", "schedulerName": "default-scheduler",
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                 "effect": "NoExecute", "tolerationSeconds": 300}]},
+        }
+        lines.append(orjson.dumps({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": str(uuid.uuid4()),
+                        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "resource": {"group": "", "version": "v1", "resource": "pods"},
+                        "operation": "CREATE", "namespace": namespace, "object": pod,
+                        "userInfo": {"username": "system:serviceaccount:kube-system:"
+                                     "replicaset-controller"}}}).decode())
+    file.write_text("\n".join(lines) + "\n")
+    return file
+
+
+def _locust(port: int, bodies: Path, users: int, seconds: int, rate: float,
+            prefix: Path) -> dict[str, float]:
+    env = {**os.environ, "BODIES": str(bodies), "RATE": str(rate)}
+    subprocess.run([sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"),
+                    "--headless", "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
+                    "--host", f"https://127.0.0.1:{port}", "--csv", str(prefix), "--only-summary",
+                    "--loglevel", "WARNING", "--stop-timeout", "2"],
+                   env=env, check=False, capture_output=True, timeout=seconds + 60)
+    with open(f"{prefix}_stats.csv") as f:
+        row = next(r for r in csv.DictReader(f) if r["Name"] == "Aggregated")
+    return {"rps": float(row["Requests/s"]), "p50": float(row["50%"]),
+            "p95": float(row["95%"]), "p99": float(row["99%"]),
+            "failures": float(row["Failure Count"]), "requests": float(row["Request Count"])}
+
+
+class Bench:
+    def __init__(self, seconds: int, users: int) -> None:
+        self.seconds, self.users = seconds, users
+        self.dir = Path(tempfile.mkdtemp(prefix="compactor-bench-"))
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        self.cluster = Cluster(ClusterConfig(workdir=self.dir / "cluster"))
+        self.rows: list[Row] = []
+        self.checks: list[tuple[str, bool, str]] = []
+
+    def _serve(self, name: str, argv: list[str], env: dict[str, str]) -> tuple[Process, int]:
+        port = free_port()
+        cert, key = self.cluster.ca.serving(["localhost"], ["127.0.0.1"]).write(self.dir, name)
+        proc = Process(name, argv, self.dir / f"{name}.log", env={
+            **os.environ, **env, "PORT": str(port), "CERT_FILE": str(cert),
+            "KEY_FILE": str(key), "COMPACTOR_WEBHOOK_HOST": "127.0.0.1",
+            "COMPACTOR_WEBHOOK_PORT": str(port), "COMPACTOR_WEBHOOK_CERT_FILE": str(cert),
+            "COMPACTOR_WEBHOOK_KEY_FILE": str(key), "COMPACTOR_WEBHOOK_LOG_LEVEL": "warning"})
+        proc.start()
+        self.cluster.processes.append(proc)
+        proc.wait_healthy(lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False,
+                                            timeout=1).status_code == 200, 30)
+        return proc, port
+
+    def _webhook(self, name: str) -> tuple[Process, int]:
+        token = service_account_token(self.kube, "compactor-system", "compactor-webhook")
+        kc = token_kubeconfig(self.cluster, token, self.dir / f"{name}.kubeconfig")
+        return self._serve(name, [sys.executable, "-m", "webhook"],
+                           {"COMPACTOR_WEBHOOK_KUBECONFIG": str(kc)})
+
+    def _metrics(self, port: int) -> str:
+        return httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False, timeout=10).text
+
+    def _run(self, name: str, proc: Process, port: int, bodies: Path, rate: float = 0.0,
+             users: int | None = None) -> Row:
+        hist = "compactor_admission_duration_seconds"
+        before = _histogram(self._metrics(port), hist) if name != "baseline" else []
+        cpu0 = _proc_cpu(proc.pid or 0)
+        stats = _locust(port, bodies, users or self.users, self.seconds, rate,
+                        self.dir / name.replace(" ", "_"))
+        cpu = _proc_cpu(proc.pid or 0) - cpu0
+        server = _delta(_histogram(self._metrics(port), hist), before) if before else []
+        row = Row(name, stats["rps"], stats["p50"], stats["p95"], stats["p99"],
+                  *(1000 * _quantile(server, q) for q in (0.5, 0.95, 0.99)),
+                  1000 * cpu / max(stats["requests"], 1), _peak_rss(proc.pid or 0),
+                  int(stats["failures"]), int(stats["requests"]))
+        self.rows.append(row)
+        print(f"  {name}: {row.rps:.0f} req/s, p99 {row.p99:.1f} ms, "
+              f"server p99 {row.server_p99:.2f} ms", flush=True)
+        return row
+
+    def run(self) -> int:
+        with self.cluster:
+            self.cluster.start_controller_manager()
+            self.cluster.start_scheduler()
+            self.cluster.start_kwok()
+            self.kube = self.cluster.client()
+            self.kube.ensure_namespace("compactor-system")
+            apply_file(self.kube, ROOT / "deploy" / "rbac" / "webhook.yaml")
+            self.cluster.add_nodes(self.kube, ["bench-node"])
+            ns = "bench"
+            self.kube.ensure_namespace(ns, default_service_account=True)
+            owners = self._owners(ns)
+            warm_bodies = _bodies(ns, owners, 2000, self.dir / "warm.jsonl")
+
+            print("baseline ...", flush=True)
+            proc, port = self._serve("baseline", [sys.executable, "-m", "loadtest.baseline"], {})
+            base = self._run("baseline", proc, port, warm_bodies)
+            proc.stop()
+
+            print("warm ...", flush=True)
+            proc, port = self._webhook("warm")
+            for line in warm_bodies.read_text().splitlines()[:len(owners) * 2]:
+                httpx.post(f"https://127.0.0.1:{port}/mutate", content=line, verify=False)
+            warm = self._run("warm", proc, port, warm_bodies)
+            half = warm.rps / 2
+            users = max(4, self.users // 2)
+            paced = self._run("warm at half rate", proc, port, warm_bodies, rate=half / users,
+                              users=users)
+            proc.stop()
+
+            print("cold burst ...", flush=True)
+            burst = self._cold_burst(ns, owners[0])
+
+            print("through the API server ...", flush=True)
+            through = self._through_apiserver(ns, owners)
+            self.kube.close()
+
+        self.checks = [
+            ("warm throughput >= 0.7 x baseline", warm.rps >= 0.7 * base.rps,
+             f"{warm.rps:.0f} vs {base.rps:.0f} req/s = {warm.rps / base.rps:.2f}x"),
+            ("warm server-side p99 < 2 ms at half the warm maximum rate",
+             paced.server_p99 < 2.0, f"{paced.server_p99:.2f} ms at {paced.rps:.0f} req/s"),
+            ("cold burst: at most one GET per distinct owner", burst[0] <= burst[1],
+             f"{burst[0]} GETs for {burst[1]} owners (namespace included)"),
+            ("RSS < 150 MiB with 100,000 cached owners", self._cache_rss() < 150,
+             f"{self._cache_rss_mib:.0f} MiB"),
+            ("zero failed requests", all(r.failures == 0 for r in self.rows) and through,
+             ", ".join(f"{r.name}: {r.failures}" for r in self.rows)),
+        ]
+        self._write()
+        return 0 if all(ok for _, ok, _ in self.checks) else 1
+
+    def _owners(self, ns: str) -> list[dict[str, Any]]:
+        """A Deployment's ReplicaSet, a StatefulSet and a CronJob, as the webhook meets them."""
+        out = []
+        for i in range(4):
+            self.kube.create(path("deployments", ns), {
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": f"web-{i}", "annotations": ANNOTATIONS},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": f"web-{i}"}},
+                         "template": {"metadata": {"labels": {"app": f"web-{i}"}},
+                                      "spec": {"containers": [{"name": "c", "image": "p"}]}}}})
+        rss = wait_for("replicasets", lambda: (lambda r: r if len(r) == 4 else None)(
+            self.kube.items(path("replicasets", ns))))
+        out += [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": r["metadata"]["name"],
+                 "uid": r["metadata"]["uid"]} for r in rss]
+        sts = self.kube.create(path("statefulsets", ns), {
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db", "annotations": ANNOTATIONS},
+            "spec": {"replicas": 0, "serviceName": "db",
+                     "selector": {"matchLabels": {"app": "db"}},
+                     "template": {"metadata": {"labels": {"app": "db"}},
+                                  "spec": {"containers": [{"name": "c", "image": "p"}]}}}})
+        cron = self.kube.create(path("cronjobs", ns), {
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "nightly", "annotations": ANNOTATIONS},
+            "spec": {"schedule": "0 0 1 1 *", "suspend": True, "jobTemplate": {"spec": {
+                "template": {"spec": {"restartPolicy": "Never",
+                                      "containers": [{"name": "c", "image": "p"}]}}}}}})
+        job = self.kube.create(path("jobs", ns), {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "nightly-1", "ownerReferences": [{
+                "apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly",
+                "uid": cron["metadata"]["uid"], "controller": True}]},
+            "spec": {"suspend": True, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "p"}]}}}})
+        out.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
+                    "uid": sts["metadata"]["uid"]})
+        out.append({"apiVersion": "batch/v1", "kind": "Job", "name": "nightly-1",
+                    "uid": job["metadata"]["uid"]})
+        return out
+
+    def _cold_burst(self, ns: str, owner: dict[str, Any]) -> tuple[int, int]:
+        proc, port = self._webhook("cold")
+        bodies = _bodies(ns, [owner], 500, self.dir / "burst.jsonl").read_text().splitlines()
+
+        async def fire() -> list[httpx.Response]:
+            async with httpx.AsyncClient(verify=False, timeout=30,
+                                         limits=httpx.Limits(max_connections=500)) as client:
+                return await asyncio.gather(*(client.post(
+                    f"https://127.0.0.1:{port}/mutate", content=b) for b in bodies))
+
+        cpu0, started = _proc_cpu(proc.pid or 0), time.monotonic()
+        answers = asyncio.run(fire())
+        elapsed = time.monotonic() - started
+        text = self._metrics(port)
+        gets = int(next(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                        if line.startswith("compactor_owner_api_requests_total ")))
+        patched = sum(1 for a in answers if "patch" in a.json()["response"])
+        server = _histogram(text, "compactor_admission_duration_seconds")
+        failures = sum(1 for a in answers if a.status_code != 200) + (500 - patched)
+        row = Row("cold burst (500 Pods, one ReplicaSet)", 500 / elapsed, float("nan"),
+                  float("nan"), float("nan"),
+                  *(1000 * _quantile(server, q) for q in (0.5, 0.95, 0.99)),
+                  1000 * (_proc_cpu(proc.pid or 0) - cpu0) / 500, _peak_rss(proc.pid or 0),
+                  failures, 500, gets=str(gets))
+        self.rows.append(row)
+        proc.stop()
+        # namespace + ReplicaSet (the Deployment's annotations are copied onto it)
+        return gets, 2
+
+    def _through_apiserver(self, ns: str, owners: list[dict[str, Any]]) -> bool:
+        proc, port = self._webhook("apiserver")
+        name = "compactor-bench"
+        config = webhook_configuration(name, port, "bench", self.cluster.ca.cert_pem,
+                                       failure_policy="Fail")
+        self.kube.patch(path("namespaces", name=ns),
+                        {"metadata": {"labels": {"compactor-test-webhook": "bench"}}})
+        self.kube.create(path("mutatingwebhookconfigurations"), config)
+        owner = {**owners[-2], "controller": True}  # the StatefulSet: it never adopts these
+        pod = {"metadata": {"generateName": "api-", "ownerReferences": [owner]},
+               "spec": {"containers": [{"name": "c", "image": "pause"}]}}
+        wait_for("webhook in use", lambda: "compactor.dev/policy" in (
+            self.kube.create(path("pods", ns), pod)["metadata"].get("labels") or {}))
+        metric = "apiserver_admission_webhook_admission_duration_seconds"
+        before = [b for b in _webhook_hist(self.kube, metric, name)]
+        ok, started, n = True, time.monotonic(), 300
+        for _ in range(n):
+            made = self.kube.create(path("pods", ns), pod)
+            ok &= "compactor.dev/policy" in (made["metadata"].get("labels") or {})
+        elapsed = time.monotonic() - started
+        hist = _delta(_webhook_hist(self.kube, metric, name), before)
+        self.rows.append(Row("through the API server (sequential creates)", n / elapsed,
+                             float("nan"), float("nan"), float("nan"),
+                             *(1000 * _quantile(hist, q) for q in (0.5, 0.95, 0.99)),
+                             float("nan"), _peak_rss(proc.pid or 0), 0 if ok else 1, n))
+        self.kube.delete(path("mutatingwebhookconfigurations", name=name))
+        proc.stop()
+        return ok
+
+    _cache_rss_mib = float("nan")
+
+    def _cache_rss(self) -> float:
+        if self._cache_rss_mib != self._cache_rss_mib:  # NaN: not measured yet
+            out = subprocess.run([sys.executable, "-m", "loadtest.cache_rss", "100000"],
+                                 capture_output=True, text=True, check=True, cwd=ROOT)
+            self._cache_rss_mib = json.loads(out.stdout)["peak_mib"]
+        return self._cache_rss_mib
+
+    def _write(self) -> None:
+        head = ["scenario", "req/s", "p50 ms", "p95 ms", "p99 ms", "server p50 ms",
+                "server p95 ms", "server p99 ms", "CPU s / 1000", "peak RSS MiB", "failures",
+                "requests", "owner GETs"]
+        rows = [[r.name, f"{r.rps:.0f}", f"{r.p50:.1f}", f"{r.p95:.1f}", f"{r.p99:.1f}",
+                 f"{r.server_p50:.3f}", f"{r.server_p95:.3f}", f"{r.server_p99:.3f}",
+                 f"{r.cpu_per_1000:.2f}", f"{r.peak_rss_mib:.0f}", str(r.failures),
+                 str(r.requests), r.gets] for r in self.rows]
+        with open(RESULTS / "bench.csv", "w", newline="") as f:
+            csv.writer(f).writerows([head, *rows])
+        md = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        md += ["| " + " | ".join(r) + " |" for r in rows]
+        md += ["", *(f"{'PASS' if ok else 'FAIL'}: {name} ({detail})"
+                     for name, ok, detail in self.checks)]
+        (RESULTS / "bench.md").write_text("\n".join(md) + "\n")
+        print("\n" + "\n".join(md))
+        self._plot()
+
+    def _plot(self) -> None:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        rows = [r for r in self.rows if r.p99 == r.p99]
+        fig, ax = plt.subplots(figsize=(9, 4))
+        width = 0.25
+        for i, (label, attr) in enumerate((("p50", "p50"), ("p95", "p95"), ("p99", "p99"))):
+            ax.bar([x + (i - 1) * width for x in range(len(rows))],
+                   [getattr(r, attr) for r in rows], width, label=f"client {label}")
+        ax.set_xticks(range(len(rows)), [r.name for r in rows])
+        ax.set_ylabel("latency (ms)")
+        ax.set_title("Admission latency, client side (locust)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(RESULTS / "latency.png", dpi=100)
+        plt.close(fig)
+
+
+def _webhook_hist(kube: Kube, metric: str, config: str) -> list[tuple[float, float]]:
+    """The API server's own histogram of calls to our webhook, summed over its label sets."""
+    sums: dict[float, float] = {}
+    for line in kube.raw("/metrics").text.splitlines():
+        if line.startswith(f"{metric}_bucket{{") and f'name="{config}.pods.compactor.dev"' in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            key = float("inf") if le == "+Inf" else float(le)
+            sums[key] = sums.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return sorted(sums.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=int, default=20, help="length of each locust run")
+    parser.add_argument("--users", type=int, default=32)
+    args = parser.parse_args()
+    sys.exit(Bench(args.seconds, args.users).run())
+
+
+if __name__ == "__main__":
+    main()
