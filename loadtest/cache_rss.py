@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from compaction.intent import Intent
 from webhook.metrics import Metrics
@@ -31,18 +32,19 @@ async def _never(path: str) -> None:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     base = _status("VmRSS:")
-    cache = OwnerCache(_never, Metrics(), maxsize=n)  # type: ignore[arg-type]
+    cache = OwnerCache(_never, Metrics(), maxsize=n)
     for i in range(n):
         ns, name = f"ns-{i % 500}", f"app-{i}"
         intent = Intent(f"policy-{i % 20}", {"compactor.dev/policy": f"policy-{i % 20}"},
                         "compactor-scheduler")
-        obj = {"metadata": {
-            "name": name, "namespace": ns, "uid": f"{i:08d}-0000-4000-8000-000000000000",
+        uid = f"{i:08d}-0000-4000-8000-000000000000"
+        obj: dict[str, Any] = {"metadata": {
+            "name": name, "namespace": ns, "uid": uid,
             "labels": {"app": name, "compactor.dev/policy": intent.policy},
             "annotations": {"compactor.dev/intent": intent.render()},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
                                  "name": name, "uid": f"d{i:07d}", "controller": True}]}}
-        cache.put((ns, "ReplicaSet", name, obj["metadata"]["uid"]), record_of(obj))
+        cache.put((ns, "ReplicaSet", name, uid), record_of(obj))
     print(json.dumps({"owners": len(cache), "rss_mib": _status("VmRSS:") / 1024,
                       "peak_mib": _status("VmHWM:") / 1024, "baseline_mib": base / 1024}))
 

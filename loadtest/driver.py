@@ -97,6 +97,12 @@ def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
     return prev_le
 
 
+def _q3(buckets: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """p50, p95, p99 in milliseconds."""
+    p50, p95, p99 = (1000 * _quantile(buckets, q) for q in (0.5, 0.95, 0.99))
+    return p50, p95, p99
+
+
 def _delta(after: list[tuple[float, float]], before: list[tuple[float, float]]
            ) -> list[tuple[float, float]]:
     b = dict(before)
@@ -198,8 +204,8 @@ class Bench:
                         self.dir / name.replace(" ", "_"))
         cpu = _proc_cpu(proc.pid or 0) - cpu0
         server = _delta(_histogram(self._metrics(port), hist), before) if before else []
-        row = Row(name, stats["rps"], stats["p50"], stats["p95"], stats["p99"],
-                  *(1000 * _quantile(server, q) for q in (0.5, 0.95, 0.99)),
+        s50, s95, s99 = _q3(server)
+        row = Row(name, stats["rps"], stats["p50"], stats["p95"], stats["p99"], s50, s95, s99,
                   1000 * cpu / max(stats["requests"], 1), _peak_rss(proc.pid or 0),
                   int(stats["failures"]), int(stats["requests"]))
         self.rows.append(row)
@@ -318,11 +324,10 @@ class Bench:
         patched = sum(1 for a in answers if "patch" in a.json()["response"])
         server = _histogram(text, "compactor_admission_duration_seconds")
         failures = sum(1 for a in answers if a.status_code != 200) + (500 - patched)
-        row = Row("cold burst (500 Pods, one ReplicaSet)", 500 / elapsed, float("nan"),
-                  float("nan"), float("nan"),
-                  *(1000 * _quantile(server, q) for q in (0.5, 0.95, 0.99)),
-                  1000 * (_proc_cpu(proc.pid or 0) - cpu0) / 500, _peak_rss(proc.pid or 0),
-                  failures, 500, gets=str(gets))
+        nan = float("nan")
+        row = Row("cold burst (500 Pods, one ReplicaSet)", 500 / elapsed, nan, nan, nan,
+                  *_q3(server), 1000 * (_proc_cpu(proc.pid or 0) - cpu0) / 500,
+                  _peak_rss(proc.pid or 0), failures, 500, gets=str(gets))
         self.rows.append(row)
         proc.stop()
         # namespace + ReplicaSet (the Deployment's annotations are copied onto it)
@@ -349,10 +354,10 @@ class Bench:
             ok &= "compactor.dev/policy" in (made["metadata"].get("labels") or {})
         elapsed = time.monotonic() - started
         hist = _delta(_webhook_hist(self.kube, metric, name), before)
+        nan = float("nan")
         self.rows.append(Row("through the API server (sequential creates)", n / elapsed,
-                             float("nan"), float("nan"), float("nan"),
-                             *(1000 * _quantile(hist, q) for q in (0.5, 0.95, 0.99)),
-                             float("nan"), _peak_rss(proc.pid or 0), 0 if ok else 1, n))
+                             nan, nan, nan, *_q3(hist), nan, _peak_rss(proc.pid or 0),
+                             0 if ok else 1, n))
         self.kube.delete(path("mutatingwebhookconfigurations", name=name))
         proc.stop()
         return ok

@@ -12,7 +12,7 @@ import os
 from locust import constant, constant_throughput, task
 from locust.contrib.fasthttp import FastHttpUser
 
-_BODIES = [line.encode() for line in open(os.environ["BODIES"]).read().splitlines() if line]
+_BODIES = [line for line in open(os.environ["BODIES"]).read().splitlines() if line]
 _RATE = float(os.environ.get("RATE", "0"))
 
 
