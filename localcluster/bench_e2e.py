@@ -15,7 +15,7 @@ from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.kube import path
 from localcluster.process import Process
 from localcluster.scenario import POLICY, App, Scenario, apply_policy, create, policy_spec
-from localcluster.stack import CompactorStack, RunningWebhook, webhook_metric
+from localcluster.stack import RunningWebhook, start_local, webhook_metric
 
 
 def _scale(factor: float) -> Scenario:
@@ -71,14 +71,8 @@ def main() -> None:
     pods_total = sum(a.replicas for a in scenario.apps)
     workdir = Path(tempfile.mkdtemp(prefix="compactor-bench-e2e-"))
     with Cluster(ClusterConfig(workdir=workdir, start_timeout=300)) as cluster:
-        cluster.start_controller_manager()
-        cluster.start_scheduler()
-        cluster.start_kwok()
-        kube = cluster.client()
-        stack = CompactorStack(cluster, kube, workdir / "compactor")
-        stack.install()
-        port = stack.start_webhook()
-        stack.start_controller(resync_seconds=30, grace_seconds=35)
+        kube, stack, port = start_local(cluster, workdir / "compactor", resync_seconds=30,
+                                        grace_seconds=35)
         t = time.monotonic()
         print(f"creating {scenario.nodes} nodes and {pods_total} managed Pods ...", flush=True)
         create(cluster, kube, scenario)

@@ -17,7 +17,7 @@ from localcluster import Cluster, ClusterConfig
 from localcluster.compaction import run
 from localcluster.measure import cpu_millis, plot
 from localcluster.scenario import PROTECTED, small, standard
-from localcluster.stack import CompactorStack
+from localcluster.stack import start_local
 
 
 def main() -> None:
@@ -35,14 +35,7 @@ def main() -> None:
 
     print(f"starting the local cluster in {workdir} ...", flush=True)
     with Cluster(ClusterConfig(workdir=workdir)) as cluster:
-        cluster.start_controller_manager()
-        cluster.start_scheduler()
-        cluster.start_kwok()
-        kube = cluster.client()
-        stack = CompactorStack(cluster, kube, workdir / "compactor")
-        stack.install()
-        stack.start_webhook()
-        stack.start_controller()
+        kube, stack, _ = start_local(cluster, workdir / "compactor")
         print(f"creating {scenario.nodes} nodes and the workloads; protected: "
               f"{', '.join(f'{ns}/{n} ({why})' for (ns, n), why in PROTECTED.items())}",
               flush=True)

@@ -268,3 +268,18 @@ class CompactorStack:
                 node = line.split('node="', 1)[1].split('"', 1)[0] if 'node="' in line else ""
                 evicted.append((pod, node))
         return DeschedulerRun(evicted, log)
+
+
+def start_local(cluster: Cluster, workdir: Path, resync_seconds: float = 2.0,
+                grace_seconds: float = 2.0) -> tuple[Kube, CompactorStack, int]:
+    """The controller manager, the default scheduler, kwok, then Compactor's webhook and
+    controller: everything but the compaction scheduler, which waits for its ConfigMap."""
+    cluster.start_controller_manager()
+    cluster.start_scheduler()
+    cluster.start_kwok()
+    kube = cluster.client()
+    stack = CompactorStack(cluster, kube, workdir)
+    stack.install()
+    port = stack.start_webhook()
+    stack.start_controller(resync_seconds, grace_seconds)
+    return kube, stack, port

@@ -15,39 +15,15 @@ import pytest
 from localcluster import ApiError, Cluster, Kube
 from localcluster.kube import path, wait_for
 from localcluster.process import free_port
-
-
-def _deployment(name: str, replicas: int, cpu: str = "100m") -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{
-                    "name": "app", "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }]},
-            },
-        },
-    }
-
-
-def _running_pods(kube: Kube, ns: str, selector: str, count: int) -> list[dict[str, Any]] | None:
-    pods = kube.items(path("pods", ns), selector)
-    running = [p for p in pods if p["status"].get("phase") == "Running"]
-    return running if len(running) == count else None
+from tests.integration.helpers import deployment, gone, running_pods
 
 
 def test_deployment_pods_are_scheduled_onto_kwok_nodes_and_run(
     kube: Kube, workloads: Cluster, nodes: list[str], namespace: str
 ) -> None:
-    kube.create(path("deployments", namespace), _deployment("web", 3))
+    kube.create(path("deployments", namespace), deployment("web", 3))
 
-    pods = wait_for("3 Running pods", lambda: _running_pods(kube, namespace, "app=web", 3))
+    pods = wait_for("3 Running pods", lambda: running_pods(kube, namespace, "app=web", 3))
 
     for pod in pods:
         assert pod["spec"]["nodeName"] in nodes
@@ -146,23 +122,15 @@ def _create_until_mutated(kube: Kube, ns: str, pod: dict[str, Any]) -> dict[str,
     if created["metadata"].get("labels", {}).get("mutated-by"):
         return created
     kube.delete(path("pods", ns, pod["metadata"]["name"]))
-    wait_for("pod gone", lambda: _gone(kube, path("pods", ns, pod["metadata"]["name"])))
+    wait_for("pod gone", lambda: gone(kube, path("pods", ns, pod["metadata"]["name"])))
     return None
-
-
-def _gone(kube: Kube, url: str) -> bool:
-    try:
-        kube.get(url)
-    except ApiError as e:
-        return e.status == 404
-    return False
 
 
 def test_eviction_of_a_pod_protected_by_a_pdb_is_refused_with_429(
     kube: Kube, workloads: Cluster, namespace: str
 ) -> None:
-    kube.create(path("deployments", namespace), _deployment("guarded", 2))
-    pods = wait_for("2 Running pods", lambda: _running_pods(kube, namespace, "app=guarded", 2))
+    kube.create(path("deployments", namespace), deployment("guarded", 2))
+    pods = wait_for("2 Running pods", lambda: running_pods(kube, namespace, "app=guarded", 2))
     kube.create(path("poddisruptionbudgets", namespace), {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "guard"},
@@ -184,4 +152,4 @@ def test_eviction_of_a_pod_protected_by_a_pdb_is_refused_with_429(
     wait_for("budget allows 1", lambda: kube.get(path("poddisruptionbudgets", namespace, "guard"))
              ["status"].get("disruptionsAllowed") == 1)
     kube.evict(namespace, victim)
-    wait_for("evicted pod gone", lambda: _gone(kube, path("pods", namespace, victim)))
+    wait_for("evicted pod gone", lambda: gone(kube, path("pods", namespace, victim)))
