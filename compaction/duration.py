@@ -10,7 +10,6 @@ _UNITS: Final = {
     "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
 }
 _PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-PATTERN: Final = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$"
 
 
 def parse_duration(text: str) -> timedelta:
@@ -29,11 +28,3 @@ def parse_duration(text: str) -> timedelta:
         raise ValueError(f"{text!r} must be longer than zero")
     return timedelta(seconds=seconds)
 
-
-def format_duration(d: timedelta) -> str:
-    """The shortest Go-style spelling of a whole-second duration (``1h30m``)."""
-    total = int(d.total_seconds())
-    h, rest = divmod(total, 3600)
-    m, s = divmod(rest, 60)
-    out = (f"{h}h" if h else "") + (f"{m}m" if m else "") + (f"{s}s" if s else "")
-    return out or "0s"
