@@ -4,6 +4,7 @@ our DeschedulerPolicy, and kube-scheduler with our config binds compactor-schedu
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
     # The dry run snapshots the cluster through informers that sometimes start before they
     # have listed the Pods (every node then shows 0% and nothing is planned); run it again
     # until its snapshot has the dense node at the 75% CPU it really carries.
-    for _ in range(5):
+    for _ in range(30):
         out = subprocess.run(
             [str(cluster.bin / "descheduler"), f"--kubeconfig={cluster.kubeconfig}",
              f"--policy-config-file={policy_file}", "--dry-run", "--v=4",
@@ -81,6 +82,7 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
         (tmp_path / "descheduler.log").write_text(log)
         if f'node="{dense}" usage={{"cpu":"3"' in log:
             break
+        time.sleep(0.5)
     assert out.returncode == 0, log[-3000:]
     planned = [line for line in log.splitlines() if "Evicted pod in dry run mode" in line]
     assert len(planned) == 1, log[-3000:]
