@@ -45,7 +45,7 @@ def _wait_settled(kube: Kube, timeout: float = 60) -> None:
 
 def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         interval: float = 1.0, quiet_runs: int = 3, max_runs: int = 200,
-        log: bool = False) -> Outcome:
+        max_seconds: float = 600.0, log: bool = False) -> Outcome:
     create(cluster, kube, scenario)
     before = snapshot(kube)
     started = time.monotonic()
@@ -53,9 +53,9 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
     stack.start_scheduler()
     runs: list[DeschedulerRun] = []
     quiet = 0
-    while len(runs) < max_runs:
+    while len(runs) < max_runs and time.monotonic() - started < max_seconds:
         time.sleep(interval)
-        _wait_settled(kube)
+        _wait_settled(kube, timeout=30)
         pending_hook = [p for p in snapshot(kube)
                         if p.managed and p.scheduler != "compactor-scheduler"
                         and p.app not in ("pinned", "payments")]

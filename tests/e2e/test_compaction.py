@@ -29,7 +29,8 @@ def stack(e2e_cluster: Cluster, e2e_kube: Kube,
 
 @pytest.fixture(scope="module")
 def outcome(e2e_cluster: Cluster, e2e_kube: Kube, stack: CompactorStack) -> Outcome:
-    return run(e2e_cluster, e2e_kube, stack, small(), interval=0.5, log=True)
+    # Bounded: a run that has not converged in five minutes fails the assertions below.
+    return run(e2e_cluster, e2e_kube, stack, small(), interval=0.5, max_seconds=300, log=True)
 
 
 def test_nodes_are_freed_close_to_the_packing_lower_bound(outcome: Outcome) -> None:
