@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ from localcluster.kube import path, wait_for
 from tests.integration.helpers import ROOT, deployment, running_pods
 
 DEPLOY = ROOT / "deploy"
+# What is applied: deploy/ with the webhook pointed at a closed loopback port (see there).
+INSTALL = Path(__file__).parent / "deploy-overlay"
 
 
 def kubectl(cluster: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -39,7 +42,9 @@ def installed(cluster: Cluster, kube: Kube, workloads: Cluster) -> Iterator[None
     dry = kubectl(cluster, "apply", "--server-side", "--dry-run=server", "-k", str(DEPLOY))
     assert "serverside-applied (server dry run)" in dry.stdout
     assert not _exists(kube, path("mutatingwebhookconfigurations", name="compactor-webhook"))
-    kubectl(cluster, "apply", "--server-side", "-k", str(DEPLOY))
+    kubectl(cluster, "apply", "--server-side", "-k", str(INSTALL))
+    mwc = kube.get(path("mutatingwebhookconfigurations", name="compactor-webhook"))
+    assert mwc["webhooks"][0]["clientConfig"]["url"].startswith("https://127.0.0.1:")
     # The real webhook configuration points at a Service with no real endpoints in this
     # cluster; keep it only as long as this module needs it, so other tests stay fast.
     try:
@@ -205,5 +210,5 @@ def _spec_patch_denied(kube: Kube, url: str, headers: dict[str, str]) -> bool:
 
 
 def test_uninstall_removes_it(installed: None, cluster: Cluster, kube: Kube) -> None:
-    out = kubectl(cluster, "delete", "--dry-run=server", "-k", str(DEPLOY))
+    out = kubectl(cluster, "delete", "--dry-run=server", "-k", str(INSTALL))
     assert "deleted (server dry run)" in out.stdout
