@@ -3,16 +3,25 @@ component's ServiceAccount may and may not do (kubectl auth can-i)."""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import ssl
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
+from compaction.intent import parse_intent
 from localcluster import ApiError, Cluster, Kube
 from localcluster.kube import path, wait_for
+from localcluster.process import Process, free_port
+from localcluster.stack import service_account_token, token_kubeconfig
 from tests.integration.helpers import ROOT, deployment, running_pods
 
 DEPLOY = ROOT / "deploy"
@@ -212,3 +221,83 @@ def _spec_patch_denied(kube: Kube, url: str, headers: dict[str, str]) -> bool:
 def test_uninstall_removes_it(installed: None, cluster: Cluster, kube: Kube) -> None:
     out = kubectl(cluster, "delete", "--dry-run=server", "-k", str(INSTALL))
     assert "deleted (server dry run)" in out.stdout
+
+
+def test_installed_accounts_are_enough_for_the_real_processes(
+        installed: None, cluster: Cluster, kube: Kube, namespace: str, tmp_path: Path) -> None:
+    """The controller and webhook processes run locally (instead of in the Deployments'
+    containers) with the installed ServiceAccounts: the controller issues the webhook's
+    certificate, injects the bundle, labels a workload and creates its CronJob; the webhook
+    starts on that certificate (its Service names checked) and mutates a Pod."""
+    kc = token_kubeconfig(cluster, service_account_token(
+        kube, "compactor-system", "compactor-controller"), tmp_path / "controller.kc")
+    env = {**os.environ, "COMPACTOR_CONTROLLER_KUBECONFIG": str(kc),
+           "COMPACTOR_CONTROLLER_METRICS_PORT": "0", "POD_NAME": "deploy-test"}
+    controller = Process("controller-as-installed", [sys.executable, "-m", "controller"],
+                         tmp_path / "controller.log", env=env)
+    controller.start()
+    cluster.processes.append(controller)
+    webhook: Process | None = None
+    policy = f"inst-{namespace[-6:]}"
+    try:
+        secret = wait_for("the TLS Secret", lambda: kube.get(
+            path("secrets", "compactor-system", "compactor-webhook-tls")), timeout=60)
+        bundle = base64.b64decode(secret["data"]["ca-bundle.crt"])
+        wait_for("the bundle injected", lambda: base64.b64decode(kube.get(path(
+            "mutatingwebhookconfigurations", name="compactor-webhook"))["webhooks"][0][
+            "clientConfig"].get("caBundle", "")) == bundle)
+        kube.create(path("clustercompactionpolicies", api="apis/compactor.dev/v1alpha1"), {
+            "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+            "metadata": {"name": policy},
+            "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": [namespace]}}}})
+        kube.create(path("deployments", namespace), deployment("served", 1))
+        deploy = wait_for("the Deployment labelled", lambda: (lambda d: d if (
+            d["metadata"].get("labels") or {}).get("compactor.dev/policy") == policy else None)(
+            kube.get(path("deployments", namespace, "served"))), timeout=60)
+        wait_for("its CronJob", lambda: kube.get(path(
+            "cronjobs", "compactor-system", f"compactor-descheduler-{policy}")), timeout=60)
+
+        (tmp_path / "tls.crt").write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
+        (tmp_path / "tls.key").write_bytes(base64.b64decode(secret["data"]["tls.key"]))
+        wkc = token_kubeconfig(cluster, service_account_token(
+            kube, "compactor-system", "compactor-webhook"), tmp_path / "webhook.kc")
+        port = free_port()
+        webhook = Process("webhook-as-installed", [sys.executable, "-m", "webhook"],
+                          tmp_path / "webhook.log", env={
+                              **os.environ, "COMPACTOR_WEBHOOK_HOST": "127.0.0.1",
+                              "COMPACTOR_WEBHOOK_PORT": str(port),
+                              "COMPACTOR_WEBHOOK_CERT_FILE": str(tmp_path / "tls.crt"),
+                              "COMPACTOR_WEBHOOK_KEY_FILE": str(tmp_path / "tls.key"),
+                              "COMPACTOR_WEBHOOK_KUBECONFIG": str(wkc),
+                              "COMPACTOR_WEBHOOK_SERVICE_NAME": "compactor-webhook",
+                              "COMPACTOR_WEBHOOK_SERVICE_NAMESPACE": "compactor-system"})
+        webhook.start()
+        cluster.processes.append(webhook)
+        ca = tmp_path / "bundle.crt"
+        ca.write_bytes(bundle)
+        tls = ssl.create_default_context(cafile=str(ca))
+        tls.check_hostname = False  # the names are the Service's; we dial loopback
+        webhook.wait_healthy(lambda: httpx.get(f"https://127.0.0.1:{port}/readyz",
+                                               verify=tls, timeout=1).status_code == 200, 30)
+        rs = wait_for("the ReplicaSet", lambda: kube.items(path("replicasets", namespace)))[0]
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE", "namespace": namespace, "object": {
+                "metadata": {"generateName": "served-", "ownerReferences": [{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"],
+                    "controller": True}]},
+                "spec": {"containers": [{"name": "c", "image": "pause"}]}}}}
+        answer = httpx.post(f"https://127.0.0.1:{port}/mutate", json=review, verify=tls).json()
+        patch = json.loads(base64.b64decode(answer["response"]["patch"]))
+        assert {"op": "add", "path": "/spec/schedulerName",
+                "value": "compactor-scheduler"} in patch
+        parsed = parse_intent(deploy["metadata"]["annotations"]["compactor.dev/intent"])
+        assert parsed.intent is not None and parsed.intent.policy == policy
+    finally:
+        kube.delete(path("clustercompactionpolicies", name=policy,
+                         api="apis/compactor.dev/v1alpha1"))
+        for proc in (controller, webhook):
+            if proc is not None:
+                proc.stop()
+                cluster.processes.remove(proc)
