@@ -117,23 +117,11 @@ def descheduler_cronjob(policy: Policy, runtime: PodRuntime, suspend: bool,
                         namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
     name = names.descheduler_name(policy.name)
     labels = managed_labels("descheduler", policy.name)
-    container: dict[str, Any] = {
-        "name": "descheduler", "image": runtime.image, "imagePullPolicy": runtime.pull_policy,
+    pod_spec = runtime.pod_spec({
+        "name": "descheduler", "image": runtime.image,
         # One run per Job: no --descheduling-interval, so the process exits when done.
         "command": ["/bin/descheduler", f"--policy-config-file={_MOUNT}/{POLICY_KEY}", "--v=3"],
-        "resources": dict(runtime.resources),
-        "securityContext": dict(runtime.security_context),
-        "volumeMounts": [{"name": "policy", "mountPath": _MOUNT, "readOnly": True}],
-    }
-    pod_spec: dict[str, Any] = {
-        "serviceAccountName": SERVICE_ACCOUNT,
-        "restartPolicy": "Never",
-        "priorityClassName": "system-cluster-critical",
-        "containers": [container],
-        "volumes": [{"name": "policy", "configMap": {"name": name}}],
-    }
-    if runtime.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": s} for s in runtime.image_pull_secrets]
+    }, SERVICE_ACCOUNT, name, _MOUNT, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1", "kind": "CronJob",
         "metadata": {"name": name, "namespace": namespace, "labels": labels,

@@ -50,6 +50,25 @@ class PodRuntime:
     security_context: Mapping[str, Any] = field(default_factory=lambda: _restricted(False))
     image_pull_secrets: tuple[str, ...] = ()
 
+    def pod_spec(self, container: Mapping[str, Any], service_account: str, config_map: str,
+                 mount: str, **extra: Any) -> dict[str, Any]:
+        """A Pod spec for one container that reads one ConfigMap, with these settings."""
+        spec: dict[str, Any] = {
+            "serviceAccountName": service_account,
+            "priorityClassName": "system-cluster-critical",
+            **extra,
+            "containers": [{
+                **container, "imagePullPolicy": self.pull_policy,
+                "resources": dict(self.resources),
+                "securityContext": dict(self.security_context),
+                "volumeMounts": [{"name": "config", "mountPath": mount, "readOnly": True}],
+            }],
+            "volumes": [{"name": "config", "configMap": {"name": config_map}}],
+        }
+        if self.image_pull_secrets:
+            spec["imagePullSecrets"] = [{"name": s} for s in self.image_pull_secrets]
+        return spec
+
 
 @dataclass(frozen=True)
 class RuntimeSettings:

@@ -63,25 +63,14 @@ def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
                          namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
     labels = managed_labels("scheduler")
     selector = {"app.kubernetes.io/name": "compactor", "app.kubernetes.io/component": "scheduler"}
-    container: dict[str, Any] = {
-        "name": "kube-scheduler", "image": image, "imagePullPolicy": runtime.pull_policy,
+    spec = runtime.pod_spec({
+        "name": "kube-scheduler", "image": image,
         "command": ["kube-scheduler", f"--config={_MOUNT}/{CONFIG_KEY}", "--v=2"],
         "ports": [{"name": "https", "containerPort": 10259}],
         "livenessProbe": {"httpGet": {"path": "/livez", "port": 10259, "scheme": "HTTPS"},
                           "initialDelaySeconds": 15},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}},
-        "resources": dict(runtime.resources),
-        "securityContext": dict(runtime.security_context),
-        "volumeMounts": [{"name": "config", "mountPath": _MOUNT, "readOnly": True}],
-    }
-    spec: dict[str, Any] = {
-        "serviceAccountName": SERVICE_ACCOUNT,
-        "priorityClassName": "system-cluster-critical",
-        "containers": [container],
-        "volumes": [{"name": "config", "configMap": {"name": names.SCHEDULER_CONFIGMAP}}],
-    }
-    if runtime.image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": s} for s in runtime.image_pull_secrets]
+    }, SERVICE_ACCOUNT, names.SCHEDULER_CONFIGMAP, _MOUNT)
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": DEPLOYMENT, "namespace": namespace, "labels": labels},
