@@ -45,7 +45,7 @@ def _wait_settled(kube: Kube, timeout: float = 60) -> None:
 
 def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         interval: float = 1.0, quiet_runs: int = 3, max_runs: int = 200,
-        max_seconds: float = 600.0, log: bool = False) -> Outcome:
+        max_seconds: float = 600.0, patience: int = 6, log: bool = False) -> Outcome:
     create(cluster, kube, scenario)
     before = snapshot(kube)
     started = time.monotonic()
@@ -53,21 +53,25 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
     stack.start_scheduler()
     runs: list[DeschedulerRun] = []
     quiet = 0
+    best, improved_at = scenario.nodes + 1, 0
     while len(runs) < max_runs and time.monotonic() - started < max_seconds:
         time.sleep(interval)
         _wait_settled(kube, timeout=30)
-        pending_hook = [p for p in snapshot(kube)
-                        if p.managed and p.scheduler != "compactor-scheduler"
-                        and p.app not in ("pinned", "payments")]
+        now = snapshot(kube)
+        pending_hook = [p for p in now if p.managed and p.scheduler != "compactor-scheduler"]
+        in_use = len(nodes_with(p for p in now if p.managed))
+        if in_use < best:
+            best, improved_at = in_use, len(runs)
         result = stack.run_descheduler(POLICY)
         runs.append(result)
         if log:
             print(f"  run {len(runs):3d}: {len(result.evicted)} evicted, "
-                  f"{len(pending_hook)} Pods awaiting the runtime hook, "
-                  f"{len(nodes_with(p for p in snapshot(kube) if p.managed))} nodes in use",
+                  f"{len(pending_hook)} Pods awaiting the runtime hook, {in_use} nodes in use",
                   flush=True)
         quiet = quiet + 1 if not result.evicted and not pending_hook else 0
-        if quiet >= quiet_runs:
+        # Converged: nothing left to evict, or evictions that no longer free any node (a
+        # Pod that fits nowhere denser comes back to its node: see the README).
+        if quiet >= quiet_runs or (not pending_hook and len(runs) - improved_at >= patience):
             break
     _wait_settled(kube)
     seconds = time.monotonic() - started
@@ -87,8 +91,9 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         lower_bound=lower,
         runtime_evictions=int(stack.controller_metric("compactor_runtime_evictions_total",
                                                       result="evicted")),
-        descheduler_evictions=sum(len(r.evicted) for r in runs),
-        descheduler_runs=len(runs) - quiet,
+        descheduler_evictions=sum(len(r.evicted) for r in runs[:improved_at + 1]),
+        futile_evictions=sum(len(r.evicted) for r in runs[improved_at + 1:]),
+        descheduler_runs=improved_at + 1,
         seconds=seconds,
         pdb_violations=len(payments_before - {p.uid for p in after}),
         protected_moved=len(protected_before - protected_after),

@@ -98,6 +98,7 @@ class Report:
     lower_bound: int
     runtime_evictions: int
     descheduler_evictions: int
+    futile_evictions: int  # after the last run that freed a node: Pods that came back
     descheduler_runs: int
     seconds: float
     pdb_violations: int
@@ -112,6 +113,7 @@ class Report:
             ("nodes freed", f"{self.nodes_before - self.nodes_after} of {self.nodes_total}"),
             ("evictions by the runtime hook", str(self.runtime_evictions)),
             ("evictions by the descheduler", str(self.descheduler_evictions)),
+            ("descheduler evictions after the last gain", str(self.futile_evictions)),
             ("descheduler runs to converge", str(self.descheduler_runs)),
             ("wall time to converge", f"{self.seconds:.0f} s"),
             ("PDB violations", str(self.pdb_violations)),
