@@ -8,6 +8,7 @@ from typing import Any
 
 from compaction import names
 from compaction.intent import Intent
+from controller.metadata import metadata_patch
 
 OwnerKey = tuple[str, str, str]  # kind, namespace, name
 
@@ -83,11 +84,4 @@ def pod_patch(pod: Mapping[str, Any], intent: Intent | None,
     managed = intent is not None
     want_labels[names.SUPPRESSED_LABEL] = "true" if managed and suppressed else None
     want_labels[names.PROTECTED_LABEL] = "true" if managed and is_protected(pod) else None
-    label_diff = {k: v for k, v in want_labels.items() if labels.get(k) != v}
-    annotation_diff = {k: v for k, v in want_annotations.items() if annotations.get(k) != v}
-    out: dict[str, Any] = {}
-    if label_diff:
-        out["labels"] = label_diff
-    if annotation_diff:
-        out["annotations"] = annotation_diff
-    return {"metadata": out} if out else None
+    return metadata_patch(labels, annotations, want_labels, want_annotations)

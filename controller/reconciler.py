@@ -38,8 +38,8 @@ from controller.workloads import (
     desired_policy,
     intent_of,
     list_path,
-    metadata_patch,
     workload_object,
+    workload_patch,
 )
 
 log = logging.getLogger("compactor.controller")
@@ -123,7 +123,7 @@ class Reconciler:
 
     async def _converge_workload(self, w: WorkloadObject, policy: Policy | None,
                                  summary: Summary) -> None:
-        patch = metadata_patch(w, intent_of(policy))
+        patch = workload_patch(w, intent_of(policy))
         if patch is None:
             return
         before = w.labels.get(names.POLICY_LABEL)

@@ -11,6 +11,7 @@ from compaction.intent import Intent, intent_for
 from compaction.policy import Policy
 from compaction.precedence import effective_policy
 from compaction.workload import API_VERSIONS, Workload, WorkloadType
+from controller.metadata import metadata_patch
 
 PLURALS: Final[Mapping[WorkloadType, str]] = {
     WorkloadType.DEPLOYMENT: "deployments", WorkloadType.STATEFUL_SET: "statefulsets",
@@ -99,28 +100,15 @@ def desired_policy(policies: Iterable[Policy], workload: WorkloadObject) -> Poli
     return effective_policy(policies, workload.view)
 
 
-def metadata_patch(workload: WorkloadObject, intent: Intent | None) -> dict[str, Any] | None:
+def workload_patch(workload: WorkloadObject, intent: Intent | None) -> dict[str, Any] | None:
     """The merge patch that converges the workload's *metadata* (never its pod template)."""
-    labels: dict[str, str | None] = {}
-    annotations: dict[str, str | None] = {}
     if intent is None:
-        if names.POLICY_LABEL in workload.labels:
-            labels[names.POLICY_LABEL] = None
-        if names.INTENT_ANNOTATION in workload.annotations:
-            annotations[names.INTENT_ANNOTATION] = None
+        want_labels: dict[str, str | None] = {names.POLICY_LABEL: None}
+        want_annotations: dict[str, str | None] = {names.INTENT_ANNOTATION: None}
     else:
-        for key, value in intent.labels.items():
-            if workload.labels.get(key) != value:
-                labels[key] = value
-        rendered = intent.render()
-        if workload.annotations.get(names.INTENT_ANNOTATION) != rendered:
-            annotations[names.INTENT_ANNOTATION] = rendered
-    meta: dict[str, Any] = {}
-    if labels:
-        meta["labels"] = labels
-    if annotations:
-        meta["annotations"] = annotations
-    return {"metadata": meta} if meta else None
+        want_labels = dict(intent.labels)
+        want_annotations = {names.INTENT_ANNOTATION: intent.render()}
+    return metadata_patch(workload.labels, workload.annotations, want_labels, want_annotations)
 
 
 def intent_of(policy: Policy | None) -> Intent | None:

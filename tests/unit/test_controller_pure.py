@@ -9,7 +9,7 @@ from compaction.policy import parse_policy
 from compaction.workload import WorkloadType
 from controller.pods import OwnerIndex, is_protected, pod_patch
 from controller.status import Condition, policy_conditions, render_conditions
-from controller.workloads import desired_policy, metadata_patch, workload_object
+from controller.workloads import desired_policy, workload_object, workload_patch
 
 POLICY = parse_policy({"metadata": {"name": "p"}, "spec": {}})
 INTENT = intent_for(POLICY)
@@ -25,7 +25,7 @@ def _deploy(labels: dict[str, str] | None = None, annotations: dict[str, str] | 
 
 def test_unlabelled_workload_gets_label_and_intent_in_metadata_only() -> None:
     w = workload_object(WorkloadType.DEPLOYMENT, _deploy(), {})
-    assert metadata_patch(w, INTENT) == {"metadata": {
+    assert workload_patch(w, INTENT) == {"metadata": {
         "labels": {"compactor.dev/policy": "p"},
         "annotations": {"compactor.dev/intent": INTENT.render()}}}
 
@@ -33,10 +33,10 @@ def test_unlabelled_workload_gets_label_and_intent_in_metadata_only() -> None:
 def test_converged_workload_needs_no_patch_and_stale_one_is_cleaned() -> None:
     done = workload_object(WorkloadType.DEPLOYMENT, _deploy(
         {"compactor.dev/policy": "p"}, {"compactor.dev/intent": INTENT.render()}), {})
-    assert metadata_patch(done, INTENT) is None
-    assert metadata_patch(done, None) == {"metadata": {
+    assert workload_patch(done, INTENT) is None
+    assert workload_patch(done, None) == {"metadata": {
         "labels": {"compactor.dev/policy": None}, "annotations": {"compactor.dev/intent": None}}}
-    assert metadata_patch(workload_object(WorkloadType.DEPLOYMENT, _deploy(), {}), None) is None
+    assert workload_patch(workload_object(WorkloadType.DEPLOYMENT, _deploy(), {}), None) is None
 
 
 def test_jobs_of_cronjobs_follow_their_owner_instead_of_being_labelled() -> None:
