@@ -72,7 +72,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="compactor-bench-e2e-"))
     with Cluster(ClusterConfig(workdir=workdir, start_timeout=300)) as cluster:
         kube, stack, port = start_local(cluster, workdir / "compactor", resync_seconds=30,
-                                        grace_seconds=35)
+                                        webhook_cache_ttl=30, grace_seconds=35)
         t = time.monotonic()
         print(f"creating {scenario.nodes} nodes and {pods_total} managed Pods ...", flush=True)
         create(cluster, kube, scenario)

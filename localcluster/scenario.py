@@ -14,6 +14,7 @@ from localcluster.kube import Kube, path, wait_for
 PAUSE = "registry.k8s.io/pause:3.10"
 POLICY = "compact-production"
 MANAGED_NAMESPACES = ("production", "batch")
+NAMESPACES = (*MANAGED_NAMESPACES, "headroom", "kube-system")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,12 @@ class Scenario:
     @property
     def node_names(self) -> list[str]:
         return [f"node-{i:02d}" for i in range(self.nodes)]
+
+    @property
+    def expected_pods(self) -> int:
+        """Every Pod of ``create``: the apps, pinned 1, payments 2, a node agent per node,
+        dns 2 and the placeholders 2."""
+        return sum(a.replicas for a in self.apps) + 1 + 2 + self.nodes + 2 + 2
 
 
 def policy_spec(limits: int) -> dict[str, Any]:
@@ -135,18 +142,20 @@ def create(cluster: Cluster, kube: Kube, scenario: Scenario) -> None:
         "Deployment", "capacity-reservation", 2, _template(
             {"app": "capacity-reservation"}, "1", "2Gi",
             extra={"priorityClassName": "overprovisioning"})))
-    expected = sum(a.replicas for a in scenario.apps) + 1 + 2 + scenario.nodes + 2 + 2
-    wait_for("every scenario Pod Running", lambda: _running(kube) >= expected, timeout=180,
+    wait_for("every scenario Pod Running", lambda: settled(kube, scenario), timeout=180,
              interval=0.5)
 
 
-def _running(kube: Kube) -> int:
-    total = 0
-    for ns in (*MANAGED_NAMESPACES, "headroom", "kube-system"):
-        total += sum(1 for p in kube.items(path("pods", ns))
-                     if p["status"].get("phase") == "Running"
-                     and not p["metadata"].get("deletionTimestamp"))
-    return total
+def settled(kube: Kube, scenario: Scenario) -> bool:
+    """Every Pod of the scenario there and Running, none terminating. Counting matters: just
+    after an eviction the old Pod is gone and its replacement not yet created."""
+    live = 0
+    for ns in NAMESPACES:
+        for p in kube.items(path("pods", ns)):
+            if p["metadata"].get("deletionTimestamp") or p["status"].get("phase") != "Running":
+                return False
+            live += 1
+    return live == scenario.expected_pods
 
 
 def apply_policy(kube: Kube, scenario: Scenario, **overrides: Any) -> None:

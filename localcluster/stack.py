@@ -177,6 +177,7 @@ class CompactorStack:
         self.cluster, self.kube, self.dir = cluster, kube, workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_port = 0
+        self.webhook_cache_ttl = 30.0
 
     def install(self) -> None:
         self.kube.ensure_namespace("compactor-system")
@@ -192,10 +193,16 @@ class CompactorStack:
         token = service_account_token(self.kube, "compactor-system", account)
         return token_kubeconfig(self.cluster, token, self.dir / f"{account}.kubeconfig")
 
-    def start_webhook(self) -> int:
+    def start_webhook(self, cache_ttl: float = 1.0) -> int:
+        """Short owner-cache lifetimes by default, so that the controller's intent grace (which
+        must outlast them) can be short too and a local run converges in seconds."""
         cert, key = self.cluster.ca.serving(["localhost"], ["127.0.0.1"]).write(
             self.dir, "webhook")
-        _, port = start_webhook_process(self.cluster, self.kube, self.dir, cert, key)
+        self.webhook_cache_ttl = cache_ttl
+        ttl = str(cache_ttl)
+        _, port = start_webhook_process(self.cluster, self.kube, self.dir, cert, key, {
+            "COMPACTOR_WEBHOOK_CACHE_TTL_SECONDS": ttl,
+            "COMPACTOR_WEBHOOK_NEGATIVE_TTL_SECONDS": ttl})
         config = webhook_configuration("compactor-webhook-local", port, "", self.cluster.ca.
                                        cert_pem)
         # The install's own selector: every namespace but kube-system and compactor-system.
@@ -211,7 +218,15 @@ class CompactorStack:
         _wait_until_called(self.kube, hook, "")
         return port
 
-    def start_controller(self, resync_seconds: float = 2.0, grace_seconds: float = 2.0) -> None:
+    def start_controller(self, resync_seconds: float = 2.0,
+                         grace_seconds: float | None = None) -> None:
+        """``grace_seconds`` defaults to a second past the webhook's cache lifetime; a shorter
+        one would evict Pods the webhook judged on a stale owner and report loops that are not."""
+        if grace_seconds is None:
+            grace_seconds = self.webhook_cache_ttl + 1
+        if grace_seconds <= self.webhook_cache_ttl:
+            raise ValueError(f"intent grace {grace_seconds} s must outlast the webhook's owner "
+                             f"cache ({self.webhook_cache_ttl} s)")
         self.metrics_port = free_port()
         env = {**os.environ,
                "COMPACTOR_CONTROLLER_KUBECONFIG": str(self._kubeconfig("compactor-controller")),
@@ -271,7 +286,8 @@ class CompactorStack:
 
 
 def start_local(cluster: Cluster, workdir: Path, resync_seconds: float = 2.0,
-                grace_seconds: float = 2.0) -> tuple[Kube, CompactorStack, int]:
+                webhook_cache_ttl: float = 1.0, grace_seconds: float | None = None
+                ) -> tuple[Kube, CompactorStack, int]:
     """The controller manager, the default scheduler, kwok, then Compactor's webhook and
     controller: everything but the compaction scheduler, which waits for its ConfigMap."""
     cluster.start_controller_manager()
@@ -280,6 +296,6 @@ def start_local(cluster: Cluster, workdir: Path, resync_seconds: float = 2.0,
     kube = cluster.client()
     stack = CompactorStack(cluster, kube, workdir)
     stack.install()
-    port = stack.start_webhook()
+    port = stack.start_webhook(webhook_cache_ttl)
     stack.start_controller(resync_seconds, grace_seconds)
     return kube, stack, port

@@ -51,7 +51,8 @@ def test_every_managed_pod_ends_on_the_compaction_scheduler_with_the_policy_labe
         outcome: Outcome) -> None:
     managed = [p for p in outcome.after if p.managed]
     assert managed
-    assert {p.scheduler for p in managed} == {"compactor-scheduler"}
+    assert {p.scheduler for p in managed} == {"compactor-scheduler"}, [
+        p for p in managed if p.scheduler != "compactor-scheduler"]
     assert {p.policy_label for p in managed} == {POLICY}
     assert all(p.phase == "Running" for p in managed)
 
