@@ -40,6 +40,16 @@ class Metrics:
         self.intent_errors = Counter(
             "compactor_intent_errors", "Owner intent annotations that could not be used.",
             ["reason"], registry=r)
+        self.watch_objects = Gauge(
+            "compactor_owner_watch_objects", "Owners held by the watch feed, by kind.",
+            ["kind"], registry=r)
+        self.watch_synced = Gauge(
+            "compactor_owner_watch_synced", "1 while the kind's watch is running and its "
+            "lookups need no API call.", ["kind"], registry=r)
+        self.watch_restarts = Counter(
+            "compactor_owner_watch_restarts", "Watch restarts, by kind and reason (expired: "
+            "relisted after 410 Gone; error: reconnected after a failure).",
+            ["kind", "reason"], registry=r)
         for outcome in ("patched", "unchanged", "skipped", "failed_open"):
             self.requests.labels(outcome)
         for result in ("hit", "miss", "negative", "error"):

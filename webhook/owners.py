@@ -31,6 +31,8 @@ PLURALS: Final[Mapping[str, str]] = {
 MAX_DEPTH: Final = 4
 
 Fetch = Callable[[str], Awaitable[dict[str, Any] | None]]
+# What a watch feed knows of a key, or None: then the cache and the GET decide.
+Known = Callable[[tuple[str, ...]], "OwnerRecord | None"]
 
 
 class LookupFailed(Exception):
@@ -101,8 +103,10 @@ def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
 class OwnerCache:
     def __init__(self, fetch: Fetch, metrics: Metrics, maxsize: int = 100_000,
                  ttl: float = 30.0, negative_ttl: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, known: Known | None = None
+                 ) -> None:
         self._fetch = fetch
+        self.known = known
         self._metrics = metrics
         self._ttl, self._negative_ttl = ttl, negative_ttl
         # Unannotated owners expire fast too: the controller may annotate them any moment
@@ -123,6 +127,11 @@ class OwnerCache:
         self._cache[key] = record
 
     async def lookup(self, key: tuple[str, ...], url: str, uid: str) -> OwnerRecord:
+        if self.known is not None:
+            watched = self.known(key)
+            if watched is not None:
+                self._metrics.lookups.labels("hit").inc()
+                return watched
         cached = self._cache.get(key)
         if cached is not None:
             self._metrics.lookups.labels("negative" if cached is _ABSENT else "hit").inc()

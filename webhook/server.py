@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 
 from webhook.admission import Admitter
 from webhook.app import create_app
+from webhook.feed import OwnerFeed
 from webhook.kubeapi import KubeReader
 from webhook.metrics import Metrics
 from webhook.owners import LookupFailed, OwnerCache
@@ -27,6 +28,8 @@ class Webhook:
         self.reader: Any = reader
         self.reloader: CertReloader | None = None
         self._reload_task: asyncio.Task[None] | None = None
+        self.feed: OwnerFeed | None = None
+        self._feed_task: asyncio.Task[None] | None = None
         self.cache = OwnerCache(self._fetch, self.metrics, maxsize=settings.cache_size,
                                 ttl=settings.cache_ttl_seconds,
                                 negative_ttl=settings.negative_ttl_seconds)
@@ -46,15 +49,20 @@ class Webhook:
         if self.reader is None:
             self.reader = await KubeReader.from_environment(
                 self.settings.kubeconfig, self.settings.lookup_timeout_seconds)
+        if self.settings.watch_owners:
+            self.feed = OwnerFeed(self.reader, self.metrics)
+            self.cache.known = self.feed.get
+            self._feed_task = asyncio.create_task(self.feed.run())
         if self.reloader is not None:
             self._reload_task = asyncio.create_task(
                 self.reloader.run(self.settings.cert_reload_seconds))
 
     async def _stop(self) -> None:
-        if self._reload_task is not None:
-            self._reload_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reload_task
+        for task in (self._reload_task, self._feed_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.reader is not None:
             await self.reader.close()
 

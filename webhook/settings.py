@@ -26,6 +26,8 @@ class Settings:
     service_name: str | None = None
     service_namespace: str | None = None
     cert_reload_seconds: float = 5.0
+    # Metadata-only watches of the owner kinds: no API call per admission once warm.
+    watch_owners: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -44,6 +46,14 @@ class Settings:
                 raise ValueError(f"{p}{name} must be positive, not {raw!r}")
             return value
 
+        def flag(name: str, default: bool) -> bool:
+            raw = env.get(p + name)
+            if raw is None:
+                return default
+            if raw.lower() not in ("true", "false"):
+                raise ValueError(f"{p}{name} must be true or false, not {raw!r}")
+            return raw.lower() == "true"
+
         return cls(
             host=env.get(p + "HOST", d.host),
             port=int(num("PORT", d.port)),
@@ -59,4 +69,5 @@ class Settings:
             service_name=env.get(p + "SERVICE_NAME") or None,
             service_namespace=env.get(p + "SERVICE_NAMESPACE") or None,
             cert_reload_seconds=num("CERT_RELOAD_SECONDS", d.cert_reload_seconds),
+            watch_owners=flag("WATCH_OWNERS", d.watch_owners),
         )

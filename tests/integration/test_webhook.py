@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -178,6 +180,56 @@ def _apiserver_fail_open(kube: Kube, webhook_name: str) -> float:
     return total
 
 
+def _admission_labels(hook: RunningWebhook, namespace: str, owner: dict[str, Any]
+                      ) -> dict[str, str]:
+    """The labels the running webhook would add to a new Pod of ``owner`` (no Pod created)."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "probe", "namespace": namespace,
+                        "ownerReferences": [_owner_ref(owner)]},
+           "spec": {"containers": [{"name": "c", "image": "p"}]}}
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+              "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                          "operation": "CREATE", "namespace": namespace, "object": pod}}
+    answer = httpx.post(f"{hook.url}/mutate", json=review, verify=False, timeout=5).json()
+    ops = orjson.loads(base64.b64decode(answer["response"].get("patch", "W10=")))
+    labels: dict[str, str] = {}
+    for op in ops:
+        if op["path"] == "/metadata/labels":
+            labels.update(op["value"])
+        elif op["path"].startswith("/metadata/labels/"):
+            labels[op["path"].rsplit("/", 1)[1].replace("~1", "/")] = op["value"]
+    return labels
+
+
+def test_watched_owners_cost_no_api_call_and_intent_changes_arrive_before_the_ttl(
+        webhook: RunningWebhook, kube: Kube, hooked_ns: str) -> None:
+    kube.create(path("deployments", hooked_ns), deployment("fed", 1, annotations=ANNOTATIONS))
+    pods_of(kube, hooked_ns, "app=fed", 1)
+    for kind in ("ReplicaSet", "Namespace"):
+        wait_for(f"the {kind} watch", lambda k=kind: webhook_metric(  # type: ignore[misc]
+            webhook, "compactor_owner_watch_synced", kind=k) == 1)
+    gets = webhook_metric(webhook, "compactor_owner_api_requests_total")
+    kube.patch(path("deployments", hooked_ns, "fed"), {"spec": {"replicas": 4}})
+    _assert_compacted(pods_of(kube, hooked_ns, "app=fed", 4))
+    assert webhook_metric(webhook, "compactor_owner_api_requests_total") == gets
+
+    # The Deployment controller copies the new intent onto the ReplicaSet; the watch brings
+    # it to the webhook at once, where the cache alone would serve the old one for 30 s.
+    other = Intent("other-policy", {"compactor.dev/policy": "other-policy"},
+                   "compactor-scheduler")
+    changed = time.monotonic()
+    kube.patch(path("deployments", hooked_ns, "fed"), {"metadata": {"annotations": {
+        "compactor.dev/intent": other.render()}}})
+    rs = wait_for("the ReplicaSet to carry the new intent", lambda: next((
+        r for r in kube.items(path("replicasets", hooked_ns), "app=fed")
+        if r["metadata"]["annotations"].get("compactor.dev/intent") == other.render()), None))
+    wait_for("the webhook to admit on the new intent", lambda: _admission_labels(
+        webhook, hooked_ns, {"apiVersion": "apps/v1", "kind": "ReplicaSet", **rs}).get(
+        "compactor.dev/policy") == "other-policy", timeout=20, interval=0.2)
+    assert time.monotonic() - changed < 25
+    assert webhook_metric(webhook, "compactor_owner_api_requests_total") == gets
+
+
 def test_pods_are_admitted_while_the_webhook_is_down(
         cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
         tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -206,7 +258,7 @@ async def test_200_concurrent_admissions_cost_one_get_per_owner_on_the_real_api(
     token = service_account_token(kube, "compactor-system", "compactor-webhook")
     kubeconfig = token_kubeconfig(cluster, token, tmp_path_factory.mktemp("burst") / "kc")
     reader = await KubeReader.from_environment(str(kubeconfig), timeout=5)
-    hook = Webhook(Settings(), reader=reader)
+    hook = Webhook(Settings(watch_owners=False), reader=reader)  # the cache path alone
     real_pod["metadata"].pop("labels")  # as a fresh Pod of this ReplicaSet arrives
     body = orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                          "request": {"uid": "u", "kind": {"group": "", "version": "v1",

@@ -1,0 +1,154 @@
+"""Owners fed by metadata-only watches, so that a warm webhook answers with no API call at all.
+
+Per owner kind (and for namespaces), one paginated list and then a watch, cluster-wide. A
+lookup asks the feed first. The feed only ever says "here it is": a kind whose watch is not
+running, an object it has not seen yet (a new ReplicaSet's Pod can be admitted before the
+ReplicaSet's watch event arrives) or one with another uid falls back to the cached GET, which
+alone may conclude that an owner is absent. Intent changes reach admissions as fast as the
+watch delivers them instead of after the cache TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from compaction.workload import API_VERSIONS
+from webhook.kubeapi import NotServed, WatchExpired
+from webhook.metrics import Metrics
+from webhook.owners import PLURALS, OwnerRecord, record_of
+
+log = logging.getLogger("compactor.webhook")
+
+
+class MetadataSource(Protocol):
+    async def list_metadata(self, path: str, page: int = 500
+                            ) -> tuple[list[dict[str, Any]], str]: ...
+
+    def watch_metadata(self, path: str, resource_version: str,
+                       opened: Callable[[], None] = ...) -> AsyncIterator[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str
+    api_version: str
+    plural: str
+
+    @property
+    def path(self) -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        return f"{base}/{self.plural}"
+
+
+def _sources() -> tuple[Source, ...]:
+    versions = {"ReplicaSet": "apps/v1", **{k.value: v for k, v in API_VERSIONS.items()}}
+    return (Source("Namespace", "v1", "namespaces"),
+            *(Source(kind, versions[kind], plural) for kind, plural in PLURALS.items()))
+
+
+SOURCES: Final = _sources()
+
+
+@dataclass
+class KindStore:
+    """One kind's objects as of the last event: (namespace, name) -> (uid, record)."""
+
+    synced: bool = False
+    objects: dict[tuple[str, str], tuple[str, OwnerRecord]] = field(default_factory=dict)
+
+    def size(self) -> float:
+        return float(len(self.objects))
+
+    def up(self) -> float:
+        return 1.0 if self.synced else 0.0
+
+    def replace(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self.objects = dict(_entry(obj) for obj in items)
+
+    def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        key, value = _entry(obj)
+        if event_type == "DELETED":
+            if self.objects.get(key, ("",))[0] == value[0]:
+                del self.objects[key]
+        elif event_type in ("ADDED", "MODIFIED"):
+            self.objects[key] = value
+
+    def get(self, namespace: str, name: str, uid: str) -> OwnerRecord | None:
+        if not self.synced:
+            return None
+        found = self.objects.get((namespace, name))
+        if found is None or (uid and found[0] != uid):
+            return None
+        return found[1]
+
+
+def _entry(obj: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, OwnerRecord]]:
+    meta = obj.get("metadata") or {}
+    return ((str(meta.get("namespace") or ""), str(meta.get("name") or "")),
+            (str(meta.get("uid") or ""), record_of(obj)))
+
+
+class OwnerFeed:
+    def __init__(self, source: MetadataSource, metrics: Metrics,
+                 sources: Iterable[Source] = SOURCES, rediscover_seconds: float = 60.0,
+                 max_backoff: float = 30.0) -> None:
+        self._source = source
+        self._sources = tuple(sources)
+        self._rediscover = rediscover_seconds
+        self._max_backoff = max_backoff
+        self.stores = {s.kind: KindStore() for s in self._sources}
+        for s in self._sources:
+            store = self.stores[s.kind]
+            metrics.watch_objects.labels(s.kind).set_function(store.size)
+            metrics.watch_synced.labels(s.kind).set_function(store.up)
+        self._metrics = metrics
+
+    def get(self, key: tuple[str, ...]) -> OwnerRecord | None:
+        """``key`` as the owner cache builds it: (namespace, kind, name, uid)."""
+        namespace, kind, name, uid = key
+        store = self.stores.get(kind)
+        return store.get(namespace, name, uid) if store is not None else None
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._follow(s) for s in self._sources))
+
+    async def _follow(self, source: Source) -> None:
+        store = self.stores[source.kind]
+        rv: str | None = None
+        backoff = first = min(1.0, self._max_backoff)
+
+        def opened() -> None:
+            store.synced = True
+
+        while True:
+            try:
+                if rv is None:
+                    items, rv = await self._source.list_metadata(source.path)
+                    store.replace(items)
+                async for event in self._source.watch_metadata(source.path, rv, opened):
+                    obj = event.get("object") or {}
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    store.apply(str(event.get("type")), obj)
+                backoff = first
+            except asyncio.CancelledError:
+                store.synced = False
+                raise
+            except WatchExpired:
+                self._metrics.watch_restarts.labels(source.kind, "expired").inc()
+                rv = None
+            except NotServed:
+                if store.synced or store.objects:
+                    log.info("%s no longer served; owner lookups use GETs", source.kind)
+                store.synced, store.objects, rv = False, {}, None
+                await asyncio.sleep(self._rediscover)
+            except Exception as e:
+                store.synced = False
+                self._metrics.watch_restarts.labels(source.kind, "error").inc()
+                log.warning("watch of %s failed, retrying in %.0f s: %s", source.kind,
+                            backoff, e)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
