@@ -1,4 +1,5 @@
-"""Peak RSS of a webhook process whose owner cache holds N owners (default 100,000).
+"""Peak RSS of a webhook process whose owner cache (or, with ``feed``, whose watch feed)
+holds N owners (default 100,000): ``python -m loadtest.cache_rss [N] [cache|feed]``.
 
 Imports the webhook exactly as the server does, parses N realistic owner objects (with the
 intent annotation and an owner reference) through the cache's own code path, and reports
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction.intent import Intent
+from webhook.feed import KindStore
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache, record_of
 from webhook.server import Webhook  # noqa: F401  (the server's imports, as in production)
@@ -31,8 +33,10 @@ async def _never(path: str) -> None:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    feed = len(sys.argv) > 2 and sys.argv[2] == "feed"
     base = _status("VmRSS:")
     cache = OwnerCache(_never, Metrics(), maxsize=n)
+    store = KindStore(synced=True)
     for i in range(n):
         ns, name = f"ns-{i % 500}", f"app-{i}"
         intent = Intent(f"policy-{i % 20}", {"compactor.dev/policy": f"policy-{i % 20}"},
@@ -44,8 +48,12 @@ def main() -> None:
             "annotations": {"compactor.dev/intent": intent.render()},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
                                  "name": name, "uid": f"d{i:07d}", "controller": True}]}}
-        cache.put((ns, "ReplicaSet", name, uid), record_of(obj))
-    print(json.dumps({"owners": len(cache), "rss_mib": _status("VmRSS:") / 1024,
+        if feed:
+            store.apply("ADDED", obj)
+        else:
+            cache.put((ns, "ReplicaSet", name, uid), record_of(obj))
+    held = len(store.objects) if feed else len(cache)
+    print(json.dumps({"owners": held, "rss_mib": _status("VmRSS:") / 1024,
                       "peak_mib": _status("VmHWM:") / 1024, "baseline_mib": base / 1024}))
 
 
