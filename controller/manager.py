@@ -23,9 +23,10 @@ from compaction.duration import parse_duration
 from compaction.workload import WorkloadType
 from controller import runtime
 from controller.api import Api, ApiError
+from controller.informer import Informers, sleep_or_stop
 from controller.lease import LeaderElector
 from controller.metrics import ControllerMetrics
-from controller.reconciler import POLICIES, Reconciler
+from controller.reconciler import INFORMED, POLICIES, Reconciler
 from controller.runtime_hook import RuntimeHook
 from controller.workloads import list_path
 
@@ -83,36 +84,22 @@ WATCHED = [POLICIES, "/api/v1/namespaces", "/api/v1/nodes",
 
 
 class Manager:
-    def __init__(self, api: Api, settings: ManagerSettings, reconciler: Reconciler) -> None:
+    def __init__(self, api: Api, settings: ManagerSettings, reconciler: Reconciler,
+                 informers: Informers | None = None) -> None:
         self.api, self.settings, self.reconciler = api, settings, reconciler
         self.elector = LeaderElector(api, settings.namespace, "compactor-controller",
                                      settings.identity, settings.lease_seconds)
         self.wake = asyncio.Event()
+        # Changes to what WATCHED names wake the reconciler; the informers of its bulk reads
+        # (Pods, ReplicaSets, Jobs) only keep their caches (workload status changes wake it).
+        self.informers = informers or Informers(api, waking=WATCHED)
+        self.informers.wake = self.wake.set
         self.passes = 0
         self.certs = CertManager(api, settings.certs) if settings.certs else None
 
-    async def _watch(self, path: str, stop: asyncio.Event) -> None:
-        """Keep one watch open; every change wakes the reconciler. 410 or a dropped stream
-        simply relists: the pass that follows reads everything anyway."""
-        while not stop.is_set():
-            try:
-                _, rv = await self.api.list(path)
-                async for _kind, _obj in self.api.watch(path, rv):
-                    if _kind != "BOOKMARK":
-                        self.wake.set()
-            except ApiError as e:
-                if e.status == 404:  # kind not installed: look again later
-                    await _sleep_or_stop(stop, 60)
-                elif e.status != 410:
-                    log.warning("watch %s: %s", path, e)
-                    await _sleep_or_stop(stop, 2)
-            except (TimeoutError, OSError, ValueError) as e:
-                log.warning("watch %s dropped: %s", path, e)
-                await _sleep_or_stop(stop, 1)
-
     async def run(self, stop: asyncio.Event,
                   on_pass: Callable[[], Awaitable[None]] | None = None) -> None:
-        watchers = [asyncio.create_task(self._watch(p, stop)) for p in WATCHED]
+        watchers = [asyncio.create_task(self.informers.run(stop))]
         last = 0.0
         try:
             while not stop.is_set():
@@ -143,7 +130,7 @@ class Manager:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._next_wake(stop),
                                            self.settings.lease_seconds / 3)
-                await _sleep_or_stop(stop, self.settings.debounce_seconds)
+                await sleep_or_stop(stop, self.settings.debounce_seconds)
         finally:
             for w in watchers:
                 w.cancel()
@@ -157,11 +144,6 @@ class Manager:
         finally:
             for t in waits:
                 t.cancel()
-
-
-async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
 
 
 async def _main() -> None:
@@ -180,8 +162,12 @@ async def _main() -> None:
     try:
         grace = float(os.environ.get("COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS", "35"))
         hook = RuntimeHook(api, metrics, intent_grace=datetime.timedelta(seconds=grace))
-        reconciler = Reconciler(api, rt, settings.namespace, metrics=metrics, hook=hook)
-        await Manager(api, settings, reconciler).run(stop)
+        informers = Informers(api, waking=WATCHED, quiet=INFORMED)
+        metrics.informed_objects.set_function(
+            lambda: float(sum(len(i) for i in informers.by_path.values())))
+        reconciler = Reconciler(api, rt, settings.namespace, metrics=metrics, hook=hook,
+                                reads=informers)
+        await Manager(api, settings, reconciler, informers).run(stop)
     finally:
         await api.close()
 

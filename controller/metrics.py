@@ -25,5 +25,8 @@ class ControllerMetrics:
         self.api_requests = Gauge(
             "compactor_controller_api_requests", "Requests the controller has sent to the API "
             "server since it started.", registry=r)
+        self.informed_objects = Gauge(
+            "compactor_controller_informed_objects", "Pods, ReplicaSets and Jobs held by the "
+            "controller's watch caches.", registry=r)
         for result in ("evicted", "pdb_blocked", "skipped"):
             self.evictions.labels(result)

@@ -23,6 +23,7 @@ from compaction.workload import WorkloadType
 from controller import descheduler, scheduler
 from controller.api import Api, ApiError, Obj
 from controller.convergence import STATE_ANNOTATION
+from controller.informer import Lister
 from controller.metrics import ControllerMetrics
 from controller.pods import OwnerIndex, pod_patch
 from controller.runtime import RuntimeSettings, scheduler_image
@@ -44,6 +45,8 @@ from controller.workloads import (
 
 log = logging.getLogger("compactor.controller")
 POLICIES = f"/apis/{names.API_VERSION}/{names.POLICY_PLURAL}"
+PODS, REPLICA_SETS, JOBS = "/api/v1/pods", "/apis/apps/v1/replicasets", "/apis/batch/v1/jobs"
+INFORMED = (PODS, REPLICA_SETS, JOBS)
 
 
 @dataclass
@@ -63,8 +66,12 @@ class Reconciler:
     def __init__(self, api: Api, runtime: RuntimeSettings,
                  namespace: str = names.INSTALL_NAMESPACE,
                  metrics: ControllerMetrics | None = None,
-                 hook: RuntimeHook | None = None) -> None:
+                 hook: RuntimeHook | None = None, reads: Lister | None = None) -> None:
         self.api = api
+        # Pods and their intermediate owners, the bulk of every pass, come from informers when
+        # synced. What the controller writes (workloads, policies) is always read fresh: a
+        # stale read there could bring back state it has just replaced.
+        self.reads: Lister = reads or api
         self.runtime = runtime
         self.namespace = namespace
         self.metrics = metrics or ControllerMetrics()
@@ -165,11 +172,10 @@ class Reconciler:
                                                    tuple[WorkloadObject, Policy | None]],
                              nodes: list[Obj], summary: Summary) -> None:
         intermediates: list[tuple[str, Obj]] = []
-        for kind, path in (("ReplicaSet", "/apis/apps/v1/replicasets"),
-                           ("Job", "/apis/batch/v1/jobs")):
-            intermediates += [(kind, o) for o in (await self.api.list(path))[0]]
+        for kind, path in (("ReplicaSet", REPLICA_SETS), ("Job", JOBS)):
+            intermediates += [(kind, o) for o in (await self.reads.list(path))[0]]
         index = OwnerIndex.build(intermediates)
-        pods, _ = await self.api.list("/api/v1/pods")
+        pods, _ = await self.reads.list(PODS)
         intents: dict[str, Intent | None] = {}
         members: dict[tuple[str, str, str], tuple[str, list[Obj]]] = {}
         for pod in pods:

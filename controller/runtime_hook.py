@@ -35,6 +35,8 @@ PDB_BACKOFF_SECONDS = 30.0
 # Longer than the webhook's owner-cache TTL (30 s by default): a Pod admitted sooner after
 # the intent changed may have been judged on the old one, and would look like a loop.
 INTENT_GRACE = datetime.timedelta(seconds=35)
+# How long an eviction may stay unseen in the Pods the hook is shown before it stops waiting.
+EXPECTATION_SECONDS = 60.0
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -58,6 +60,20 @@ class RuntimeHook:
         self.api, self.metrics, self.clock = api, metrics, clock
         self.intent_grace = intent_grace
         self._backoff: dict[str, float] = {}
+        self._evicted: dict[str, tuple[str, float]] = {}  # workload path -> (Pod uid, when)
+
+    def _awaiting(self, workload: WorkloadObject, pods: Sequence[Obj]) -> bool:
+        """The last eviction is not visible yet in ``pods`` (they come from a watch cache,
+        which may be a moment behind): not settled, whatever the count says."""
+        expected = self._evicted.get(workload.path)
+        if expected is None:
+            return False
+        uid, at = expected
+        if time.monotonic() - at < EXPECTATION_SECONDS and any(
+                str((p.get("metadata") or {}).get("uid")) == uid for p in pods):
+            return True
+        del self._evicted[workload.path]
+        return False
 
     async def _save(self, workload: WorkloadObject, state: ConvergenceState,
                     suppressed: bool | None = None) -> None:
@@ -126,7 +142,7 @@ class RuntimeHook:
             return True
         if state != before:
             await self._save(workload, state)
-        if not noncompliant or not settled(workload, pods):
+        if not noncompliant or self._awaiting(workload, pods) or not settled(workload, pods):
             return False
         if state.intent_since and now - state.intent_since < self.intent_grace:
             return False
@@ -158,6 +174,7 @@ class RuntimeHook:
                 raise
             return False
         self.metrics.evictions.labels("evicted").inc()
+        self._evicted[workload.path] = (str(victim["metadata"].get("uid")), time.monotonic())
         log.info("evicted %s/%s to converge %s", ns, name, workload.path)
         await self._save(workload, replace(state, last_eviction=now))
         return False

@@ -1,0 +1,118 @@
+"""Informers with the API replaced by a scripted stand-in (the boundary under test): a 410
+lists again, a dropped stream resumes from the last resourceVersion, events update the cache
+and wake the reconciler, and reads fall back to the API until synced or with a selector."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from controller.api import ApiError
+from controller.informer import Informer, Informers
+
+
+def pod(name: str, rv: str, **extra: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "shop", "name": name, "resourceVersion": rv,
+                         "managedFields": [{"manager": "x"}], **extra}}
+
+
+class ScriptedApi:
+    def __init__(self, watches: list[Any]) -> None:
+        self.watches = watches
+        self.calls: list[tuple[str, str]] = []
+        self.quiet = asyncio.Event()
+
+    async def list(self, path: str, label_selector: str | None = None
+                   ) -> tuple[list[Any], str]:
+        self.calls.append(("list", label_selector or ""))
+        return [pod("a", "5")], "5"
+
+    async def watch(self, path: str, resource_version: str
+                    ) -> AsyncIterator[tuple[str, Any]]:
+        self.calls.append(("watch", resource_version))
+        if not self.watches:
+            self.quiet.set()
+            await asyncio.Event().wait()
+        step = self.watches.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        for event in step:
+            yield event
+
+
+async def _until_quiet(informer: Informer, api: ScriptedApi) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(informer.run(stop))
+    await asyncio.wait_for(api.quiet.wait(), 5)
+    stop.set()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.asyncio
+async def test_informer_with_a_scripted_api_follows_events_and_relists_after_410() -> None:
+    wakes: list[int] = []
+    api = ScriptedApi([
+        [("ADDED", pod("b", "6")), ("BOOKMARK", {"metadata": {"resourceVersion": "7"}}),
+         ("MODIFIED", pod("a", "8", labels={"x": "y"}))],
+        ConnectionResetError("dropped"),
+        [("DELETED", pod("b", "9"))],
+        ApiError(410, "Expired", "too old"),
+    ])
+    informer = Informer(api, "/api/v1/pods",  # type: ignore[arg-type]
+                        wake=lambda: wakes.append(1), error_retry=0)
+    await _until_quiet(informer, api)
+    assert api.calls == [("list", ""), ("watch", "5"), ("watch", "8"), ("watch", "8"),
+                         ("watch", "9"), ("list", ""), ("watch", "5")]
+    # The relist replaced the cache with what the server listed.
+    assert [o["metadata"]["name"] for o in informer.items()] == ["a"]
+    assert all("managedFields" not in o["metadata"] for o in informer.items())
+    assert informer.synced and len(wakes) == 5  # two lists, three object events
+
+
+@pytest.mark.asyncio
+async def test_informer_with_a_scripted_api_serves_events_between_relists() -> None:
+    api = ScriptedApi([[("ADDED", pod("b", "6")),
+                        ("MODIFIED", pod("a", "7", labels={"x": "y"}))]])
+    informer = Informer(api, "/api/v1/pods")  # type: ignore[arg-type]
+    await _until_quiet(informer, api)
+    by_name = {o["metadata"]["name"]: o for o in informer.items()}
+    assert set(by_name) == {"a", "b"} and by_name["a"]["metadata"]["labels"] == {"x": "y"}
+    assert informer.resource_version == "7"
+
+
+@pytest.mark.asyncio
+async def test_an_unserved_kind_is_not_synced_and_reads_fall_back_to_the_api() -> None:
+    class Unserved(ScriptedApi):
+        async def list(self, path: str, label_selector: str | None = None
+                       ) -> tuple[list[Any], str]:
+            self.calls.append(("list", label_selector or ""))
+            if label_selector is None and len(self.calls) == 1:
+                self.quiet.set()
+                raise ApiError(404, "NotFound", "the server could not find the resource")
+            return [pod("fresh", "1")], "1"
+
+    api = Unserved([])
+    rollouts = "/apis/argoproj.io/v1alpha1/rollouts"
+    informers = Informers(api, waking=[rollouts])  # type: ignore[arg-type]
+    informer = informers.by_path[rollouts]
+    await _until_quiet(informer, api)
+    assert not informer.synced
+    items, _ = await informers.list(rollouts)
+    assert [o["metadata"]["name"] for o in items] == ["fresh"]
+
+
+@pytest.mark.asyncio
+async def test_reads_come_from_a_synced_informer_unless_a_selector_is_asked_for() -> None:
+    api = ScriptedApi([])
+    informers = Informers(api, waking=[], quiet=["/api/v1/pods"])  # type: ignore[arg-type]
+    await _until_quiet(informers.by_path["/api/v1/pods"], api)
+    calls = len(api.calls)
+    items, rv = await informers.list("/api/v1/pods")
+    assert rv == "5" and [o["metadata"]["name"] for o in items] == ["a"]
+    assert len(api.calls) == calls
+    await informers.list("/api/v1/pods", "app=web")
+    assert api.calls[-1] == ("list", "app=web")
