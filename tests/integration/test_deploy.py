@@ -294,6 +294,19 @@ def test_installed_accounts_are_enough_for_the_real_processes(
                 "value": "compactor-scheduler"} in patch
         parsed = parse_intent(deploy["metadata"]["annotations"]["compactor.dev/intent"])
         assert parsed.intent is not None and parsed.intent.policy == policy
+
+        # The installed role lets the webhook's watch feed list and watch every built-in
+        # owner kind (CRD kinds sync only where their CRDs are installed).
+        def synced() -> dict[str, float]:
+            text = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=tls).text
+            return {line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines()
+                    if line.startswith("compactor_owner_watch_synced{")}
+        built_in = {"Namespace", "ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "Job",
+                    "CronJob"}
+        wait_for("the webhook's owner watches", lambda: all(
+            synced().get(k) == 1 for k in built_in))
+        assert "watch of" not in (tmp_path / "webhook.log").read_text()
     finally:
         kube.delete(path("clustercompactionpolicies", name=policy,
                          api="apis/compactor.dev/v1alpha1"))
