@@ -307,6 +307,9 @@ def test_installed_accounts_are_enough_for_the_real_processes(
         wait_for("the webhook's owner watches", lambda: all(
             synced().get(k) == 1 for k in built_in))
         assert "watch of" not in (tmp_path / "webhook.log").read_text()
+        # Nor does the controller's role refuse any of its informers a list or a watch.
+        assert not [line for line in (tmp_path / "controller.log").read_text().splitlines()
+                    if "watch /" in line and "403" in line]
     finally:
         kube.delete(path("clustercompactionpolicies", name=policy,
                          api="apis/compactor.dev/v1alpha1"))
