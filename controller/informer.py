@@ -3,8 +3,8 @@
 One ``Informer`` per cluster-wide path. Until its first list succeeds, and again while its
 kind is not served, it is not synced and reads go to the API server as before. A 410 lists
 again; a dropped watch resumes from the last resourceVersion, serving what it has meanwhile
-(as client-go's informers do). ``managedFields`` are dropped on the way in: the controller
-never reads them and they are a large part of every object.
+(as client-go's informers do). ``managedFields`` are dropped on the way in; per path, so may
+be everything else the controller never reads (``controller.pods.slim_pod``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ def _key(obj: Mapping[str, object]) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-def _slim(obj: Obj) -> Obj:
+Slim = Callable[[Obj], Obj]
+
+
+def drop_managed_fields(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
@@ -40,8 +43,9 @@ def _slim(obj: Obj) -> Obj:
 
 class Informer:
     def __init__(self, api: Api, path: str, wake: Callable[[], None] | None = None,
-                 not_served_retry: float = 60.0, error_retry: float = 2.0) -> None:
-        self.api, self.path, self.wake = api, path, wake
+                 not_served_retry: float = 60.0, error_retry: float = 2.0,
+                 slim: Slim = drop_managed_fields) -> None:
+        self.api, self.path, self.wake, self.slim = api, path, wake, slim
         self.synced = False
         self.resource_version = ""
         self._objects: dict[tuple[str, str], Obj] = {}
@@ -63,7 +67,7 @@ class Informer:
             try:
                 if relist:
                     items, self.resource_version = await self.api.list(self.path)
-                    self._objects = {_key(o): _slim(o) for o in items}
+                    self._objects = {_key(o): self.slim(o) for o in items}
                     self.synced, relist = True, False
                     self._changed()
                 async for kind, obj in self.api.watch(self.path, self.resource_version):
@@ -75,7 +79,7 @@ class Informer:
                     if kind == "DELETED":
                         self._objects.pop(_key(obj), None)
                     else:
-                        self._objects[_key(obj)] = _slim(obj)
+                        self._objects[_key(obj)] = self.slim(obj)
                     self._changed()
             except asyncio.CancelledError:
                 raise
@@ -99,11 +103,17 @@ class Informers:
     selector is asked for), otherwise from the API server."""
 
     def __init__(self, api: Api, waking: Iterable[str], quiet: Iterable[str] = (),
-                 wake: Callable[[], None] | None = None) -> None:
+                 wake: Callable[[], None] | None = None,
+                 slim: Mapping[str, Slim] | None = None) -> None:
+        """``waking`` paths wake the reconciler on every change, ``quiet`` ones only keep
+        their cache; ``slim`` says, per path, what of an object to keep."""
         self.api = api
         self.wake = wake
-        self.by_path = {p: Informer(api, p, self._wake) for p in waking}
-        self.by_path.update({p: Informer(api, p) for p in quiet if p not in self.by_path})
+        how = slim or {}
+        self.by_path = {p: Informer(api, p, self._wake, slim=how.get(p, drop_managed_fields))
+                        for p in waking}
+        self.by_path.update({p: Informer(api, p, slim=how.get(p, drop_managed_fields))
+                             for p in quiet if p not in self.by_path})
 
     def _wake(self) -> None:
         if self.wake is not None:

@@ -26,7 +26,8 @@ from controller.api import Api, ApiError
 from controller.informer import Informers, sleep_or_stop
 from controller.lease import LeaderElector
 from controller.metrics import ControllerMetrics
-from controller.reconciler import INFORMED, POLICIES, Reconciler
+from controller.pods import slim_owner, slim_pod
+from controller.reconciler import INFORMED, JOBS, PODS, POLICIES, REPLICA_SETS, Reconciler
 from controller.runtime_hook import RuntimeHook
 from controller.workloads import list_path
 
@@ -162,7 +163,8 @@ async def _main() -> None:
     try:
         grace = float(os.environ.get("COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS", "35"))
         hook = RuntimeHook(api, metrics, intent_grace=datetime.timedelta(seconds=grace))
-        informers = Informers(api, waking=WATCHED, quiet=INFORMED)
+        informers = Informers(api, waking=WATCHED, quiet=INFORMED, slim={
+            PODS: slim_pod, REPLICA_SETS: slim_owner, JOBS: slim_owner})
         metrics.informed_objects.set_function(
             lambda: float(sum(len(i) for i in informers.by_path.values())))
         reconciler = Reconciler(api, rt, settings.namespace, metrics=metrics, hook=hook,

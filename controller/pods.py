@@ -12,6 +12,27 @@ from controller.metadata import metadata_patch
 
 OwnerKey = tuple[str, str, str]  # kind, namespace, name
 
+# All the controller reads of a Pod (the owner chain, pod_patch, the runtime hook's
+# compliance and skip rules); its watch cache keeps nothing else, a few hundred bytes a Pod.
+POD_SPEC_FIELDS = ("nodeName", "schedulerName", "priority", "priorityClassName", "volumes")
+POD_STATUS_FIELDS = ("phase", "conditions")
+
+
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    return {"metadata": _slim_meta(pod),
+            "spec": {k: spec[k] for k in POD_SPEC_FIELDS if k in spec},
+            "status": {k: status[k] for k in POD_STATUS_FIELDS if k in status}}
+
+
+def slim_owner(obj: dict[str, Any]) -> dict[str, Any]:
+    """ReplicaSets and Jobs are only steps of the owner chain: their metadata is enough."""
+    return {"metadata": _slim_meta(obj)}
+
+
+def _slim_meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+
 
 def _controller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
     for ref in meta.get("ownerReferences") or []:
