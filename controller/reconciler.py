@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ log = logging.getLogger("compactor.controller")
 POLICIES = f"/apis/{names.API_VERSION}/{names.POLICY_PLURAL}"
 PODS, REPLICA_SETS, JOBS = "/api/v1/pods", "/apis/apps/v1/replicasets", "/apis/batch/v1/jobs"
 INFORMED = (PODS, REPLICA_SETS, JOBS)
+VERSION_TTL_SECONDS = 600.0
 
 
 @dataclass
@@ -77,6 +79,9 @@ class Reconciler:
         self.metrics = metrics or ControllerMetrics()
         self.hook = hook or RuntimeHook(api, self.metrics)
         self._missing_kinds: set[WorkloadType] = set()
+        # Our own objects deleted by us: no DELETE every pass while nothing needs them.
+        self._absent: set[str] = set()
+        self._version: tuple[str, float] = ("", 0.0)
 
     async def reconcile(self) -> Summary:
         summary = Summary()
@@ -234,18 +239,28 @@ class Reconciler:
         cm_path = f"/api/v1/namespaces/{ns}/configmaps/{names.SCHEDULER_CONFIGMAP}"
         deploy_path = f"/apis/apps/v1/namespaces/{ns}/deployments/{scheduler.DEPLOYMENT}"
         if not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
-            await self.api.delete(deploy_path)
-            await self.api.delete(cm_path)
+            for path in (deploy_path, cm_path):
+                if path not in self._absent:
+                    await self.api.delete(path)
+                    self._absent.add(path)
             return False
+        self._absent -= {deploy_path, cm_path}
         cm = scheduler.scheduler_configmap(self.namespace)
         await self.api.apply(cm_path, cm)
         image = scheduler_image(self.runtime.scheduler_image_override, None, None,
-                                await self.api.version())
+                                await self._cluster_version())
         deploy = scheduler.scheduler_deployment(
             self.runtime.scheduler, image, _hash(cm["data"][scheduler.CONFIG_KEY]),
             self.namespace)
         current = await self.api.apply(deploy_path, deploy)
         return int((current.get("status") or {}).get("availableReplicas") or 0) > 0
+
+    async def _cluster_version(self) -> str:
+        """The API server's version, asked again every ten minutes (it changes on upgrades)."""
+        version, at = self._version
+        if not version or time.monotonic() - at > VERSION_TTL_SECONDS:
+            self._version = (await self.api.version(), time.monotonic())
+        return self._version[0]
 
     # --- descheduler per policy ------------------------------------------------------
 
