@@ -34,6 +34,10 @@ def _key(obj: Mapping[str, object]) -> tuple[str, str]:
 Slim = Callable[[Obj], Obj]
 
 
+def _nothing(_: Obj) -> Obj:
+    return {}
+
+
 def drop_managed_fields(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
@@ -102,18 +106,25 @@ class Informers:
     """The controller's reads: from an informer when one is synced for the path (and no
     selector is asked for), otherwise from the API server."""
 
-    def __init__(self, api: Api, waking: Iterable[str], quiet: Iterable[str] = (),
+    def __init__(self, api: Api, waking: Iterable[str], cached: Iterable[str] = (),
                  wake: Callable[[], None] | None = None,
                  slim: Mapping[str, Slim] | None = None) -> None:
-        """``waking`` paths wake the reconciler on every change, ``quiet`` ones only keep
-        their cache; ``slim`` says, per path, what of an object to keep."""
+        """Changes under ``waking`` paths wake the reconciler; ``cached`` paths keep their
+        objects (``slim`` says, per path, what of each) and serve reads. A path only waking
+        keeps nothing of its objects and serves nothing."""
         self.api = api
         self.wake = wake
         how = slim or {}
-        self.by_path = {p: Informer(api, p, self._wake, slim=how.get(p, drop_managed_fields))
-                        for p in waking}
-        self.by_path.update({p: Informer(api, p, slim=how.get(p, drop_managed_fields))
-                             for p in quiet if p not in self.by_path})
+        self.cached = frozenset(cached)
+        waking = frozenset(waking)
+        self.by_path = {
+            p: Informer(api, p, self._wake if p in waking else None,
+                        slim=how.get(p, drop_managed_fields) if p in self.cached else _nothing)
+            for p in sorted(waking | self.cached)}
+
+    def objects(self) -> int:
+        """Objects held for reads."""
+        return sum(len(self.by_path[p]) for p in self.cached)
 
     def _wake(self) -> None:
         if self.wake is not None:
@@ -121,7 +132,7 @@ class Informers:
 
     async def list(self, path: str, label_selector: str | None = None
                    ) -> tuple[list[Obj], str]:
-        informer = self.by_path.get(path)
+        informer = self.by_path.get(path) if path in self.cached else None
         if informer is not None and informer.synced and label_selector is None:
             return informer.items(), informer.resource_version
         return await self.api.list(path, label_selector)

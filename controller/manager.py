@@ -163,10 +163,9 @@ async def _main() -> None:
     try:
         grace = float(os.environ.get("COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS", "35"))
         hook = RuntimeHook(api, metrics, intent_grace=datetime.timedelta(seconds=grace))
-        informers = Informers(api, waking=WATCHED, quiet=INFORMED, slim={
+        informers = Informers(api, waking=WATCHED, cached=INFORMED, slim={
             PODS: slim_pod, REPLICA_SETS: slim_owner, JOBS: slim_owner})
-        metrics.informed_objects.set_function(
-            lambda: float(sum(len(i) for i in informers.by_path.values())))
+        metrics.informed_objects.set_function(lambda: float(informers.objects()))
         reconciler = Reconciler(api, rt, settings.namespace, metrics=metrics, hook=hook,
                                 reads=informers)
         await Manager(api, settings, reconciler, informers).run(stop)

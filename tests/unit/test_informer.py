@@ -97,7 +97,7 @@ async def test_an_unserved_kind_is_not_synced_and_reads_fall_back_to_the_api() -
 
     api = Unserved([])
     rollouts = "/apis/argoproj.io/v1alpha1/rollouts"
-    informers = Informers(api, waking=[rollouts])  # type: ignore[arg-type]
+    informers = Informers(api, waking=[rollouts], cached=[rollouts])  # type: ignore[arg-type]
     informer = informers.by_path[rollouts]
     await _until_quiet(informer, api)
     assert not informer.synced
@@ -108,7 +108,7 @@ async def test_an_unserved_kind_is_not_synced_and_reads_fall_back_to_the_api() -
 @pytest.mark.asyncio
 async def test_reads_come_from_a_synced_informer_unless_a_selector_is_asked_for() -> None:
     api = ScriptedApi([])
-    informers = Informers(api, waking=[], quiet=["/api/v1/pods"])  # type: ignore[arg-type]
+    informers = Informers(api, waking=[], cached=["/api/v1/pods"])  # type: ignore[arg-type]
     await _until_quiet(informers.by_path["/api/v1/pods"], api)
     calls = len(api.calls)
     items, rv = await informers.list("/api/v1/pods")
@@ -116,3 +116,17 @@ async def test_reads_come_from_a_synced_informer_unless_a_selector_is_asked_for(
     assert len(api.calls) == calls
     await informers.list("/api/v1/pods", "app=web")
     assert api.calls[-1] == ("list", "app=web")
+
+
+@pytest.mark.asyncio
+async def test_a_path_that_only_wakes_keeps_nothing_and_serves_nothing() -> None:
+    api = ScriptedApi([[("ADDED", pod("b", "6"))]])
+    wakes: list[int] = []
+    informers = Informers(api, waking=["/api/v1/nodes"],  # type: ignore[arg-type]
+                          wake=lambda: wakes.append(1))
+    informer = informers.by_path["/api/v1/nodes"]
+    await _until_quiet(informer, api)
+    assert len(wakes) == 2 and len(informer) == 2 and informer.items() == [{}, {}]
+    assert informers.objects() == 0
+    await informers.list("/api/v1/nodes")
+    assert api.calls[-1] == ("list", "")  # from the API server, not the empty cache
