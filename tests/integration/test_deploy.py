@@ -23,6 +23,8 @@ from localcluster.kube import path, wait_for
 from localcluster.process import Process, free_port
 from localcluster.stack import service_account_token, token_kubeconfig
 from tests.integration.helpers import ROOT, deployment, running_pods
+from tests.unit.webhook_fakes import pod, review
+from webhook.review import OwnerRef
 
 DEPLOY = ROOT / "deploy"
 # What is applied: deploy/ with the webhook pointed at a closed loopback port (see there).
@@ -280,15 +282,10 @@ def test_installed_accounts_are_enough_for_the_real_processes(
         webhook.wait_healthy(lambda: httpx.get(f"https://127.0.0.1:{port}/readyz",
                                                verify=tls, timeout=1).status_code == 200, 30)
         rs = wait_for("the ReplicaSet", lambda: kube.items(path("replicasets", namespace)))[0]
-        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-            "uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE", "namespace": namespace, "object": {
-                "metadata": {"generateName": "served-", "ownerReferences": [{
-                    "apiVersion": "apps/v1", "kind": "ReplicaSet",
-                    "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"],
-                    "controller": True}]},
-                "spec": {"containers": [{"name": "c", "image": "pause"}]}}}}
-        answer = httpx.post(f"https://127.0.0.1:{port}/mutate", json=review, verify=tls).json()
+        body = review(pod(namespace, OwnerRef("apps/v1", "ReplicaSet", rs["metadata"]["name"],
+                                              rs["metadata"]["uid"])), namespace=namespace)
+        answer = httpx.post(f"https://127.0.0.1:{port}/mutate", content=body,
+                            verify=tls).json()
         patch = json.loads(base64.b64decode(answer["response"]["patch"]))
         assert {"op": "add", "path": "/spec/schedulerName",
                 "value": "compactor-scheduler"} in patch

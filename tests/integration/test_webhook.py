@@ -26,7 +26,9 @@ from tests.integration.helpers import (
     token_kubeconfig,
     webhook_metric,
 )
+from tests.unit.webhook_fakes import pod, review
 from webhook.kubeapi import KubeReader
+from webhook.review import OwnerRef
 from webhook.server import Webhook
 from webhook.settings import Settings
 
@@ -183,14 +185,10 @@ def _apiserver_fail_open(kube: Kube, webhook_name: str) -> float:
 def _admission_labels(hook: RunningWebhook, namespace: str, owner: dict[str, Any]
                       ) -> dict[str, str]:
     """The labels the running webhook would add to a new Pod of ``owner`` (no Pod created)."""
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "probe", "namespace": namespace,
-                        "ownerReferences": [_owner_ref(owner)]},
-           "spec": {"containers": [{"name": "c", "image": "p"}]}}
-    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-              "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                          "operation": "CREATE", "namespace": namespace, "object": pod}}
-    answer = httpx.post(f"{hook.url}/mutate", json=review, verify=False, timeout=5).json()
+    meta = owner["metadata"]
+    body = review(pod(namespace, OwnerRef(owner["apiVersion"], owner["kind"], meta["name"],
+                                          meta["uid"])), namespace=namespace)
+    answer = httpx.post(f"{hook.url}/mutate", content=body, verify=False, timeout=5).json()
     ops = orjson.loads(base64.b64decode(answer["response"].get("patch", "W10=")))
     labels: dict[str, str] = {}
     for op in ops:
@@ -260,11 +258,7 @@ async def test_200_concurrent_admissions_cost_one_get_per_owner_on_the_real_api(
     reader = await KubeReader.from_environment(str(kubeconfig), timeout=5)
     hook = Webhook(Settings(watch_owners=False), reader=reader)  # the cache path alone
     real_pod["metadata"].pop("labels")  # as a fresh Pod of this ReplicaSet arrives
-    body = orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                         "request": {"uid": "u", "kind": {"group": "", "version": "v1",
-                                                          "kind": "Pod"},
-                                     "operation": "CREATE", "namespace": hooked_ns,
-                                     "object": real_pod}})
+    body = review(real_pod, namespace=hooked_ns)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=hook.app),
                                  base_url="http://w") as client:
         answers = await asyncio.gather(*(client.post("/mutate", content=body)

@@ -1,5 +1,6 @@
-"""Helpers for webhook unit tests: AdmissionReview bodies and an in-memory stand-in for the
-API server's GET (the boundary these unit tests replace; integration tests use the real one)."""
+"""Helpers for webhook tests: Pod and AdmissionReview bodies (the integration tests send
+them too) and an in-memory stand-in for the API server's GET (the boundary the unit tests
+replace; integration tests use the real one)."""
 
 from __future__ import annotations
 
