@@ -56,17 +56,21 @@ class KubeReader:
     async def get(self, path: str) -> dict[str, Any] | None:
         """The object, None when it does not exist; LookupFailed for anything else."""
         self.requests += 1
-        try:
-            async with self._session.get(path.lstrip("/"), headers=self._headers()) as resp:
-                body = await resp.read()
-                if resp.status == 404:
-                    return None
-                if resp.status != 200:
-                    raise LookupFailed(f"GET {path}: HTTP {resp.status}: {body[:200]!r}")
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise LookupFailed(f"GET {path}: {type(e).__name__}: {e}") from e
+        status, body = await self._fetch(self._session, path, "application/json")
+        if status == 404:
+            return None
+        if status != 200:
+            raise LookupFailed(f"GET {path}: HTTP {status}: {body[:200]!r}")
         obj = orjson.loads(body)
         return obj if isinstance(obj, dict) else None
+
+    async def _fetch(self, session: aiohttp.ClientSession, url: str, accept: str
+                     ) -> tuple[int, bytes]:
+        try:
+            async with session.get(url.lstrip("/"), headers=self._headers(accept)) as resp:
+                return resp.status, await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise LookupFailed(f"GET {url}: {type(e).__name__}: {e}") from e
 
     def _streams(self) -> aiohttp.ClientSession:
         if self._stream is None:
@@ -92,13 +96,8 @@ class KubeReader:
                 return items, str(meta.get("resourceVersion", ""))
 
     async def _read(self, url: str, accept: str) -> dict[str, Any]:
-        try:
-            async with self._streams().get(url.lstrip("/"),
-                                           headers=self._headers(accept)) as resp:
-                body = await resp.read()
-                _raise_for(resp.status, url, body)
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise LookupFailed(f"GET {url}: {type(e).__name__}: {e}") from e
+        status, body = await self._fetch(self._streams(), url, accept)
+        _raise_for(status, url, body)
         obj = orjson.loads(body)
         if not isinstance(obj, dict):
             raise LookupFailed(f"GET {url}: not an object")
