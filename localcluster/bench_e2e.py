@@ -15,7 +15,7 @@ from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.kube import path
 from localcluster.process import Process
 from localcluster.scenario import POLICY, App, Scenario, apply_policy, create, policy_spec
-from localcluster.stack import RunningWebhook, start_local, webhook_metric
+from localcluster.stack import start_local, webhook_metric
 
 
 def _scale(factor: float) -> Scenario:
@@ -71,7 +71,7 @@ def main() -> None:
     pods_total = sum(a.replicas for a in scenario.apps)
     workdir = Path(tempfile.mkdtemp(prefix="compactor-bench-e2e-"))
     with Cluster(ClusterConfig(workdir=workdir, start_timeout=300)) as cluster:
-        kube, stack, port = start_local(cluster, workdir / "compactor", resync_seconds=30,
+        kube, stack = start_local(cluster, workdir / "compactor", resync_seconds=30,
                                         webhook_cache_ttl=30, grace_seconds=35)
         t = time.monotonic()
         print(f"creating {scenario.nodes} nodes and {pods_total} managed Pods ...", flush=True)
@@ -89,8 +89,8 @@ def main() -> None:
                 pods_done = time.monotonic() - t0
             time.sleep(1)
         controller = cluster.process("compactor-controller")
-        webhook = next(p for p in cluster.processes if p.name.startswith("webhook-"))
-        hook = RunningWebhook(webhook, port, "compactor-webhook-local")
+        assert stack.webhook is not None
+        hook, webhook = stack.webhook, stack.webhook.process
         c0 = stack.controller_metric("compactor_controller_api_requests")
         w0 = webhook_metric(hook, "compactor_owner_api_requests_total")
         a0 = _apiserver_requests(kube)

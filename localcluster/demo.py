@@ -35,7 +35,7 @@ def main() -> None:
 
     print(f"starting the local cluster in {workdir} ...", flush=True)
     with Cluster(ClusterConfig(workdir=workdir)) as cluster:
-        kube, stack, _ = start_local(cluster, workdir / "compactor")
+        kube, stack = start_local(cluster, workdir / "compactor")
         print(f"creating {scenario.nodes} nodes and the workloads; protected: "
               f"{', '.join(f'{ns}/{n} ({why})' for (ns, n), why in PROTECTED.items())}",
               flush=True)

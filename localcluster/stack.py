@@ -178,6 +178,7 @@ class CompactorStack:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_port = 0
         self.webhook_cache_ttl = 30.0
+        self.webhook: RunningWebhook | None = None
 
     def install(self) -> None:
         self.kube.ensure_namespace("compactor-system")
@@ -200,7 +201,7 @@ class CompactorStack:
             self.dir, "webhook")
         self.webhook_cache_ttl = cache_ttl
         ttl = str(cache_ttl)
-        _, port = start_webhook_process(self.cluster, self.kube, self.dir, cert, key, {
+        proc, port = start_webhook_process(self.cluster, self.kube, self.dir, cert, key, {
             "COMPACTOR_WEBHOOK_CACHE_TTL_SECONDS": ttl,
             "COMPACTOR_WEBHOOK_NEGATIVE_TTL_SECONDS": ttl})
         config = webhook_configuration("compactor-webhook-local", port, "", self.cluster.ca.
@@ -212,10 +213,8 @@ class CompactorStack:
             {"key": "compactor.dev/ignore", "operator": "NotIn", "values": ["true"]}]}
         self.kube.apply(path("mutatingwebhookconfigurations", name="compactor-webhook-local"),
                         config)
-        hook = RunningWebhook(next(p for p in reversed(self.cluster.processes)
-                                   if p.name.startswith("webhook-")), port,
-                              "compactor-webhook-local")
-        _wait_until_called(self.kube, hook, "")
+        self.webhook = RunningWebhook(proc, port, "compactor-webhook-local")
+        _wait_until_called(self.kube, self.webhook, "")
         return port
 
     def start_controller(self, resync_seconds: float = 2.0,
@@ -287,7 +286,7 @@ class CompactorStack:
 
 def start_local(cluster: Cluster, workdir: Path, resync_seconds: float = 2.0,
                 webhook_cache_ttl: float = 1.0, grace_seconds: float | None = None
-                ) -> tuple[Kube, CompactorStack, int]:
+                ) -> tuple[Kube, CompactorStack]:
     """The controller manager, the default scheduler, kwok, then Compactor's webhook and
     controller: everything but the compaction scheduler, which waits for its ConfigMap."""
     cluster.start_controller_manager()
@@ -296,6 +295,6 @@ def start_local(cluster: Cluster, workdir: Path, resync_seconds: float = 2.0,
     kube = cluster.client()
     stack = CompactorStack(cluster, kube, workdir)
     stack.install()
-    port = stack.start_webhook(webhook_cache_ttl)
+    stack.start_webhook(webhook_cache_ttl)
     stack.start_controller(resync_seconds, grace_seconds)
-    return kube, stack, port
+    return kube, stack
