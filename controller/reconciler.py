@@ -187,11 +187,11 @@ class Reconciler:
             meta = pod.get("metadata") or {}
             if meta.get("namespace") in names.PROTECTED_NAMESPACES or meta.get("deletionTimestamp"):
                 continue
-            found = next((by_key[k] for k in index.chain(pod) if k in by_key), None)
+            chain = index.chain(pod)
+            found = next((by_key[k] for k in chain if k in by_key), None)
             if found is None:
                 continue
             workload, policy = found
-            chain = index.chain(pod)
             members.setdefault(workload.key, (chain[0][0], []))[1].append(pod)
             name = policy.name if policy else ""
             if name not in intents:
