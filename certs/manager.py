@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from certs.authority import Issued
 from certs.rotation import Lifetimes, Names, Phase, TLSState, plan
+from compaction import kinds
 
 log = logging.getLogger("compactor.certs")
 CERT_MANAGER_ANNOTATION = "cert-manager.io/inject-ca-from"
@@ -92,9 +93,9 @@ class CertManager:
                      datetime.UTC)) -> None:
         self.api, self.settings, self.clock = api, settings, clock
         s = settings
-        self._secret_path = f"/api/v1/namespaces/{s.namespace}/secrets/{s.secret}"
-        self._mwc_path = ("/apis/admissionregistration.k8s.io/v1/"
-                          f"mutatingwebhookconfigurations/{s.webhook_configuration}")
+        self._secret_path = kinds.kind("Secret").path(s.namespace, s.secret)
+        self._mwc_path = kinds.kind("MutatingWebhookConfiguration").path(
+            name=s.webhook_configuration)
 
     async def reconcile(self, force_serving: bool = False,
                         force_ca: bool = False) -> TLSState | None:
@@ -110,7 +111,7 @@ class CertManager:
             body = secret_for(new, self.settings,
                               (secret or {}).get("metadata", {}).get("resourceVersion"))
             if secret is None:
-                await self.api.create(f"/api/v1/namespaces/{self.settings.namespace}/secrets",
+                await self.api.create(kinds.kind("Secret").path(self.settings.namespace),
                                       body)
             else:
                 await self.api.request("PUT", self._secret_path, body)

@@ -3,7 +3,8 @@
 Compact JSON with a stable key order, e.g.::
 
     {"v":1,"policy":"p","schedulerName":"compactor-scheduler",
-     "labels":{"compactor.dev/policy":"p"},"hash":"<12 hex>"}
+     "labels":{"compactor.dev/policy":"p","compactor.dev/workload-kind":"Deployment"},
+     "hash":"<12 hex>"}
 
 ``hash`` is the first 12 hex digits of the SHA-256 of the same JSON without ``hash``; it lets
 the controller compare a Pod's admitted state with the workload's current intent cheaply.
@@ -21,6 +22,7 @@ import orjson
 
 from compaction import names
 from compaction.policy import Policy
+from compaction.workload import WorkloadType
 
 VERSION: Final = 1
 
@@ -48,10 +50,12 @@ class Intent:
         return orjson.dumps(body).decode()
 
 
-def intent_for(policy: Policy) -> Intent:
+def intent_for(policy: Policy, kind: WorkloadType) -> Intent:
+    """What a workload of ``kind`` under ``policy`` asks of its new Pods: the policy label,
+    the workload-kind label the descheduler's eviction selector reads, and the scheduler."""
     return Intent(
         policy=policy.name,
-        labels={names.POLICY_LABEL: policy.name},
+        labels={names.POLICY_LABEL: policy.name, names.WORKLOAD_KIND_LABEL: kind.value},
         scheduler_name=policy.scheduler.scheduler_name,
     )
 

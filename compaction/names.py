@@ -17,7 +17,15 @@ POLICY_LABEL: Final = "compactor.dev/policy"
 SUPPRESSED_LABEL: Final = "compactor.dev/suppressed"
 IGNORE_LABEL: Final = "compactor.dev/ignore"
 PROTECTED_LABEL: Final = "compactor.dev/protected"
+# The kind of the Pod's workload, kept on managed Pods: the descheduler's eviction selector
+# admits only the kinds the eviction table allows.
+WORKLOAD_KIND_LABEL: Final = "compactor.dev/workload-kind"
 INTENT_ANNOTATION: Final = "compactor.dev/intent"
+# Loop-detection state of the runtime hook, on the workload (so a restart forgets nothing).
+CONVERGENCE_ANNOTATION: Final = "compactor.dev/convergence"
+# What the controller writes on workload metadata, and so what the Deployment controller
+# copies onto ReplicaSets (where the controller removes copies that went stale).
+WORKLOAD_ANNOTATIONS: Final = (INTENT_ANNOTATION, CONVERGENCE_ANNOTATION)
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE: Final = "compactor"
 
@@ -30,8 +38,10 @@ DESCHEDULER_PREFIX: Final = "compactor-descheduler-"
 MAX_POLICY_NAME: Final = 52 - len(DESCHEDULER_PREFIX)
 
 SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-# Pods below this priority are placeholder headroom: never blocking, never evicted by us.
-PLACEHOLDER_PRIORITY_CUTOFF: Final = -10
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+# Pods at or below this priority are placeholder headroom (the overprovisioning convention is
+# exactly -10): Compactor never evicts, re-admits, resizes or patches them.
+PLACEHOLDER_PRIORITY: Final = -10
 
 
 def descheduler_name(policy: str) -> str:

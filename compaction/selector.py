@@ -66,8 +66,9 @@ class LabelSelector:
     def expand_wildcards(self, observed: Mapping[str, Iterable[str]]) -> LabelSelector:
         """Replace ``*`` patterns in In/NotIn values by the matching values seen in the cluster.
 
-        An ``In`` whose patterns match no observed value keeps the literal patterns, so the
-        selector still matches nothing rather than silently widening to everything.
+        An ``In`` whose values match nothing observed becomes ``key,!key``: it still matches
+        nothing rather than silently widening to everything, and it parses where a literal
+        pattern would not (the descheduler's label parser rejects ``*`` in a value).
         """
         out: list[Requirement] = []
         for r in self.requirements:
@@ -77,7 +78,9 @@ class LabelSelector:
                 for v in r.values:
                     values.update(fnmatch.filter(seen, v) if "*" in v else [v])
                 if not values and r.operator is Operator.IN:
-                    values = set(r.values)
+                    out += [Requirement(r.key, Operator.EXISTS),
+                            Requirement(r.key, Operator.DOES_NOT_EXIST)]
+                    continue
                 if not values:  # NotIn matching nothing observed excludes nothing
                     continue
                 out.append(Requirement(r.key, r.operator, tuple(sorted(values))))

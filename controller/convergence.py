@@ -21,9 +21,10 @@ import orjson
 from compaction import names
 from compaction.intent import Intent, parse_intent
 from compaction.policy import Policy
+from compaction.safety import evictable_kinds, is_placeholder, unsafe_to_evict
 from compaction.selector import LabelSelector
+from compaction.workload import WorkloadType
 
-STATE_ANNOTATION: Final = "compactor.dev/convergence"
 SYSTEM_CRITICAL: Final = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
@@ -63,11 +64,12 @@ def _has_pvc(spec: Mapping[str, Any]) -> bool:
 
 
 def skip_reason(pod: Mapping[str, Any], policy: Policy, node_labels: Mapping[str, str] | None,
-                node_selector: LabelSelector, owner_kind: str) -> str | None:
-    """Why the runtime hook must not replace this Pod; None when it may.
+                node_selector: LabelSelector, kind: WorkloadType) -> str | None:
+    """Why the runtime hook must not replace this Pod of a ``kind`` workload; None when it may.
 
-    Honours ``descheduler.nodeSelector`` and the evictor flags; deliberately ignores nodeFit,
-    the evictor's labelSelector, the eviction limits, the interval and the thresholds.
+    Follows the eviction table (``compaction.safety``) and honours ``descheduler.nodeSelector``
+    and the evictor flags; deliberately ignores nodeFit, the evictor's labelSelector, the
+    eviction limits, the interval and the thresholds.
     """
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -81,15 +83,15 @@ def skip_reason(pod: Mapping[str, Any], policy: Policy, node_labels: Mapping[str
         return "not running"
     if meta.get("namespace") in names.PROTECTED_NAMESPACES:
         return "protected namespace"
-    if "kubernetes.io/config.mirror" in annotations:
+    if names.MIRROR_ANNOTATION in annotations:
         return "mirror pod"
-    if annotations.get(names.SAFE_TO_EVICT_ANNOTATION) in ("false", "on-completion"):
+    if unsafe_to_evict(annotations):
         return "safe-to-evict"
     priority = spec.get("priority")
-    if isinstance(priority, int) and priority < names.PLACEHOLDER_PRIORITY_CUTOFF:
+    if is_placeholder(priority):
         return "placeholder"
-    if owner_kind == "DaemonSet" and not ev.evict_daemon_set_pods:
-        return "daemonset pod"
+    if kind not in evictable_kinds(ev.evict_daemon_set_pods):
+        return f"{kind.value} pods are not evicted"
     critical = spec.get("priorityClassName") in SYSTEM_CRITICAL or (
         isinstance(priority, int) and priority >= 2_000_000_000)
     if critical and not ev.evict_system_critical_pods:
@@ -135,7 +137,7 @@ class ConvergenceState:
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> ConvergenceState:
-        raw = annotations.get(STATE_ANNOTATION)
+        raw = annotations.get(names.CONVERGENCE_ANNOTATION)
         if not raw:
             return cls()
         try:

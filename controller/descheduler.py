@@ -1,9 +1,12 @@
 """Per-policy descheduler: DeschedulerPolicy (descheduler/v1alpha2) and its CronJob. Pure.
 
-The rendered policy evicts only Pods that carry this policy's label, are not suppressed and
-not protected (safe-to-evict "false", placeholder headroom), ANDed with the policy's own
+The rendered policy evicts only Pods that carry this policy's label and the label of a
+workload kind the eviction table allows (``compaction.safety``), that are not suppressed and
+not protected (safe-to-evict "false" or "on-completion"), ANDed with the policy's own
 ``defaultEvictor.labelSelector``. The descheduler itself does not honour safe-to-evict, so
 the controller marks such Pods ``compactor.dev/protected=true`` and the selector excludes them.
+Placeholders never carry the policy label. Every key follows the v0.36 Go types' JSON tags
+(the integration suite decodes the rendered policy strictly with them).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import yaml
 
 from compaction import names
 from compaction.policy import Policy
+from compaction.safety import evictable_kinds
 from compaction.selector import LabelSelector, Operator, Requirement
 from controller.labels import managed_labels, policy_owner
 from controller.runtime import PodRuntime
@@ -25,8 +29,11 @@ _MOUNT: Final = "/policy-dir"
 
 
 def eviction_selector(policy: Policy) -> LabelSelector:
+    evictable = evictable_kinds(policy.descheduler.default_evictor.evict_daemon_set_pods)
     base = LabelSelector((
         Requirement(names.POLICY_LABEL, Operator.IN, (policy.name,)),
+        Requirement(names.WORKLOAD_KIND_LABEL, Operator.IN,
+                    tuple(sorted(k.value for k in evictable))),
         Requirement(names.SUPPRESSED_LABEL, Operator.DOES_NOT_EXIST),
         Requirement(names.PROTECTED_LABEL, Operator.DOES_NOT_EXIST),
     ))
@@ -58,16 +65,27 @@ def _protections(policy: Policy) -> dict[str, list[str]]:
     return out
 
 
+def node_pool(policy: Policy, node_labels: Mapping[str, Iterable[str]]) -> LabelSelector:
+    """``descheduler.nodeSelector`` with its ``*`` patterns expanded against the label values
+    seen on nodes (a pattern matching none makes a selector that matches no node)."""
+    return policy.descheduler.node_selector.expand_wildcards(node_labels)
+
+
 def render_descheduler_policy(policy: Policy,
                               node_labels: Mapping[str, Iterable[str]]) -> dict[str, Any]:
     """The DeschedulerPolicy for one policy; ``node_labels`` are the label values seen on nodes,
     against which ``*`` patterns in ``descheduler.nodeSelector`` are expanded."""
     d = policy.descheduler
     t = d.high_node_utilization.thresholds
+    node_selector = node_pool(policy, node_labels).render()
     evictor: dict[str, Any] = {
         "nodeFit": d.default_evictor.node_fit,
         "labelSelector": _selector_object(eviction_selector(policy)),
     }
+    if node_selector:
+        # nodeFit lists candidate nodes itself, with this selector only: without it a Pod of
+        # the pool "fits" on any node of the cluster.
+        evictor["nodeSelector"] = node_selector
     protections = _protections(policy)
     if protections:
         evictor["podProtections"] = protections
@@ -75,7 +93,6 @@ def render_descheduler_policy(policy: Policy,
         "apiVersion": "descheduler/v1alpha2",
         "kind": "DeschedulerPolicy",
     }
-    node_selector = d.node_selector.expand_wildcards(node_labels).render()
     if node_selector:
         doc["nodeSelector"] = node_selector
     doc.update({
@@ -94,7 +111,7 @@ def render_descheduler_policy(policy: Policy,
             ],
             "plugins": {
                 "filter": {"enabled": ["DefaultEvictor"]},
-                "preEvictionFilter": {"enabled": ["DefaultEvictor"]},
+                "preevictionfilter": {"enabled": ["DefaultEvictor"]},
                 "balance": {"enabled": ["HighNodeUtilization"]},
             },
         }],

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from compaction import kinds
 from controller.api import Api, ApiError
 
 log = logging.getLogger("compactor.controller")
@@ -29,8 +30,9 @@ class LeaderElector:
                      datetime.UTC)) -> None:
         self.api, self.identity, self.clock = api, identity, clock
         self.lease_seconds = lease_seconds
-        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
-        self._create_path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        leases = kinds.kind("Lease")
+        self.path = leases.path(namespace, name)
+        self._create_path = leases.path(namespace)
         self.name, self.namespace = name, namespace
         self.leading = False
 

@@ -18,7 +18,7 @@ from prometheus_client import start_http_server
 from certs.authority import service_names
 from certs.manager import CertManager, CertSettings
 from certs.rotation import Lifetimes, Names
-from compaction import names
+from compaction import kinds, names
 from compaction.duration import parse_duration
 from compaction.workload import WorkloadType
 from controller import runtime
@@ -80,7 +80,7 @@ def cert_settings(env: Mapping[str, str]) -> CertSettings | None:
                             overlap=life("COMPACTOR_CERT_OVERLAP", d.overlap)))
 
 
-WATCHED = [POLICIES, "/api/v1/namespaces", "/api/v1/nodes",
+WATCHED = [POLICIES, kinds.kind("Namespace").path(), kinds.kind("Node").path(),
            *(list_path(k) for k in WorkloadType)]
 
 

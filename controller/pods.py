@@ -8,6 +8,8 @@ from typing import Any
 
 from compaction import names
 from compaction.intent import Intent
+from compaction.ownership import MAX_DEPTH, is_intermediate, workload_index
+from compaction.safety import is_placeholder, unsafe_to_evict
 from controller.metadata import metadata_patch
 
 OwnerKey = tuple[str, str, str]  # kind, namespace, name
@@ -43,20 +45,25 @@ def _controller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class OwnerIndex:
-    """Intermediate owners (ReplicaSets, Jobs) mapped to the workload above them."""
+    """Intermediate owners (ReplicaSets, Jobs) mapped to the owner above them, with the
+    annotations each carries (the Deployment controller's copies of its Deployment's)."""
 
     parents: Mapping[OwnerKey, OwnerKey]
+    annotations: Mapping[OwnerKey, Mapping[str, str]]
 
     @classmethod
     def build(cls, intermediates: Sequence[tuple[str, Mapping[str, Any]]]) -> OwnerIndex:
         parents: dict[OwnerKey, OwnerKey] = {}
+        annotations: dict[OwnerKey, Mapping[str, str]] = {}
         for kind, obj in intermediates:
             meta = obj.get("metadata") or {}
             owner = _controller(meta)
             if owner is not None:
                 ns = str(meta.get("namespace", ""))
-                parents[(kind, ns, str(meta.get("name", "")))] = (owner[0], ns, owner[1])
-        return cls(parents)
+                key = (kind, ns, str(meta.get("name", "")))
+                parents[key] = (owner[0], ns, owner[1])
+                annotations[key] = meta.get("annotations") or {}
+        return cls(parents, annotations)
 
     def chain(self, pod: Mapping[str, Any]) -> list[OwnerKey]:
         """The Pod's owners, nearest first (e.g. ReplicaSet, then Deployment)."""
@@ -66,19 +73,44 @@ class OwnerIndex:
             return []
         ns = str(meta.get("namespace", ""))
         out = [(owner[0], ns, owner[1])]
-        while out[-1] in self.parents and len(out) < 4:
+        while out[-1] in self.parents and len(out) < MAX_DEPTH:
             out.append(self.parents[out[-1]])
         return out
 
+    def workload(self, pod: Mapping[str, Any]) -> tuple[OwnerKey, str] | None:
+        """The Pod's workload and the kind of its own owner, by ``compaction.ownership``."""
+        chain = self.chain(pod)
+        at = workload_index([kind for kind, _, _ in chain])
+        return (chain[at], chain[0][0]) if at is not None else None
+
+    def intermediates(self) -> list[tuple[OwnerKey, OwnerKey]]:
+        """Every intermediate owner with the workload it leads to, e.g. (ReplicaSet,
+        Deployment); a CronJob's Job maps to the CronJob."""
+        out = []
+        for key, parent in self.parents.items():
+            if is_intermediate(key[0], parent[0]):
+                out.append((key, parent))
+        return out
+
+
+def stale_copies(intermediate: Mapping[str, str], workload: Mapping[str, str]
+                 ) -> list[dict[str, Any]]:
+    """A JSONPatch removing our annotations from an intermediate owner where they differ from
+    its workload's (a ReplicaSet keeps what its Deployment dropped). Each removal is guarded
+    by a ``test`` of the stale value, so a fresh copy written meanwhile is never removed."""
+    ops: list[dict[str, Any]] = []
+    for key in names.WORKLOAD_ANNOTATIONS:
+        value = intermediate.get(key)
+        if value is not None and value != workload.get(key):
+            at = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+            ops += [{"op": "test", "path": at, "value": value}, {"op": "remove", "path": at}]
+    return ops
+
 
 def is_protected(pod: Mapping[str, Any]) -> bool:
-    """Pods that must never move: safe-to-evict false/on-completion, placeholder headroom."""
-    meta = pod.get("metadata") or {}
-    if (meta.get("annotations") or {}).get(names.SAFE_TO_EVICT_ANNOTATION) in (
-            "false", "on-completion"):
-        return True
-    priority = (pod.get("spec") or {}).get("priority")
-    return isinstance(priority, int) and priority < names.PLACEHOLDER_PRIORITY_CUTOFF
+    """Pods that must never move though they carry the policy label: safe-to-evict false or
+    on-completion (the descheduler does not read that annotation, so the label says it)."""
+    return unsafe_to_evict((pod.get("metadata") or {}).get("annotations") or {})
 
 
 def pod_patch(pod: Mapping[str, Any], intent: Intent | None,
@@ -88,15 +120,19 @@ def pod_patch(pod: Mapping[str, Any], intent: Intent | None,
     Applied under ``setLabelsByEviction`` too: labels and annotations can converge in place,
     so the runtime hook only has to replace Pods for what admission alone can set, the
     scheduler; and Pods that may never be replaced still carry their policy label.
+    Placeholders (priority at or below -10) are never patched at all.
     """
+    if is_placeholder((pod.get("spec") or {}).get("priority")):
+        return None
     meta = pod.get("metadata") or {}
     labels: Mapping[str, str] = meta.get("labels") or {}
     annotations: Mapping[str, str] = meta.get("annotations") or {}
     want_labels: dict[str, str | None] = {}
     want_annotations: dict[str, str | None] = {}
     if intent is None:
-        if names.POLICY_LABEL in labels:
-            want_labels[names.POLICY_LABEL] = None
+        for key in (names.POLICY_LABEL, names.WORKLOAD_KIND_LABEL):
+            if key in labels:
+                want_labels[key] = None
         if names.INTENT_ANNOTATION in annotations:
             want_annotations[names.INTENT_ANNOTATION] = None
     else:

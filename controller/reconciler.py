@@ -16,17 +16,16 @@ from typing import Any
 
 import yaml
 
-from compaction import names
+from compaction import kinds, names
 from compaction.intent import Intent
 from compaction.policy import Policy, SchedulerMode, parse_policy
 from compaction.problem import InvalidPolicy, Problem
 from compaction.workload import WorkloadType
 from controller import descheduler, scheduler
 from controller.api import Api, ApiError, Obj
-from controller.convergence import STATE_ANNOTATION
 from controller.informer import Lister
 from controller.metrics import ControllerMetrics
-from controller.pods import OwnerIndex, pod_patch
+from controller.pods import OwnerIndex, pod_patch, stale_copies
 from controller.runtime import RuntimeSettings, scheduler_image
 from controller.runtime_hook import RuntimeHook
 from controller.status import (
@@ -45,8 +44,8 @@ from controller.workloads import (
 )
 
 log = logging.getLogger("compactor.controller")
-POLICIES = f"/apis/{names.API_VERSION}/{names.POLICY_PLURAL}"
-PODS, REPLICA_SETS, JOBS = "/api/v1/pods", "/apis/apps/v1/replicasets", "/apis/batch/v1/jobs"
+POLICIES = kinds.kind(names.POLICY_KIND).path()
+PODS, REPLICA_SETS, JOBS = (kinds.kind(k).path() for k in ("Pod", "ReplicaSet", "Job"))
 INFORMED = (PODS, REPLICA_SETS, JOBS)
 VERSION_TTL_SECONDS = 600.0
 
@@ -94,7 +93,7 @@ class Reconciler:
                 summary.invalid[e.name] = e.problems
         active = [p for p in policies if p.enabled]
         namespaces = {str(n["metadata"]["name"]): n["metadata"].get("labels") or {}
-                      for n in (await self.api.list("/api/v1/namespaces"))[0]}
+                      for n in (await self.api.list(kinds.kind("Namespace").path()))[0]}
         workloads = await self._workloads(namespaces)
         by_key: dict[tuple[str, str, str], tuple[WorkloadObject, Policy | None]] = {}
         for w in workloads:
@@ -103,11 +102,11 @@ class Reconciler:
             if policy is not None:
                 summary.managed[policy.name] = summary.managed.get(policy.name, 0) + 1
             await self._converge_workload(w, policy, summary)
-        nodes, _ = await self.api.list("/api/v1/nodes")
+        nodes, _ = await self.api.list(kinds.kind("Node").path())
         await self._converge_pods(by_key, nodes, summary)
         scheduler_available = await self._converge_scheduler(active)
-        present = await self._converge_deschedulers(active, summary.managed, nodes)
-        await self._write_status(raw_policies, policies, summary, scheduler_available, present)
+        pools = await self._converge_deschedulers(active, summary.managed, nodes)
+        await self._write_status(raw_policies, policies, summary, scheduler_available, pools)
         return summary
 
     # --- workloads -------------------------------------------------------------------
@@ -130,12 +129,14 @@ class Reconciler:
                 ns = str(obj["metadata"].get("namespace", ""))
                 if ns in names.PROTECTED_NAMESPACES:
                     continue
-                out.append(workload_object(kind, obj, namespaces.get(ns, {})))
+                workload = workload_object(kind, obj, namespaces.get(ns, {}))
+                if workload is not None:
+                    out.append(workload)
         return out
 
     async def _converge_workload(self, w: WorkloadObject, policy: Policy | None,
                                  summary: Summary) -> None:
-        patch = workload_patch(w, intent_of(policy))
+        patch = workload_patch(w, intent_of(policy, w.view.kind))
         if patch is None:
             return
         before = w.labels.get(names.POLICY_LABEL)
@@ -155,8 +156,7 @@ class Reconciler:
         message = (f"compaction policy {after!r} applies" if before is None else
                    f"no compaction policy applies any more (was {before!r})" if after is None
                    else f"compaction policy changed from {before!r} to {after!r}")
-        gv = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
-              "CronJob": "batch/v1", "Job": "batch/v1"}.get(w.view.kind.value, "")
+        gv = kinds.kind(w.view.kind.value).api_version
         event = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": f"{w.view.name}.", "namespace": w.view.namespace},
@@ -167,7 +167,7 @@ class Reconciler:
             "reportingComponent": "compactor-controller",
         }
         try:
-            await self.api.create(f"/api/v1/namespaces/{w.view.namespace}/events", event)
+            await self.api.create(kinds.kind("Event").path(w.view.namespace), event)
         except ApiError as e:
             log.warning("could not record event on %s: %s", w.path, e)
 
@@ -180,26 +180,26 @@ class Reconciler:
         for kind, path in (("ReplicaSet", REPLICA_SETS), ("Job", JOBS)):
             intermediates += [(kind, o) for o in (await self.reads.list(path))[0]]
         index = OwnerIndex.build(intermediates)
+        await self._strip_stale_copies(index, by_key, summary)
         pods, _ = await self.reads.list(PODS)
-        intents: dict[str, Intent | None] = {}
-        members: dict[tuple[str, str, str], tuple[str, list[Obj]]] = {}
+        intents: dict[tuple[str, WorkloadType], Intent | None] = {}
+        members: dict[tuple[str, str, str], list[Obj]] = {}
         for pod in pods:
             meta = pod.get("metadata") or {}
             if meta.get("namespace") in names.PROTECTED_NAMESPACES or meta.get("deletionTimestamp"):
                 continue
-            chain = index.chain(pod)
-            found = next((by_key[k] for k in chain if k in by_key), None)
-            if found is None:
+            found = index.workload(pod)
+            if found is None or found[0] not in by_key:
                 continue
-            workload, policy = found
-            members.setdefault(workload.key, (chain[0][0], []))[1].append(pod)
-            name = policy.name if policy else ""
-            if name not in intents:
-                intents[name] = intent_of(policy)
-            patch = pod_patch(pod, intents[name], workload.suppressed)
+            workload, policy = by_key[found[0]]
+            members.setdefault(workload.key, []).append(pod)
+            which = (policy.name if policy else "", workload.view.kind)
+            if which not in intents:
+                intents[which] = intent_of(policy, workload.view.kind)
+            patch = pod_patch(pod, intents[which], workload.suppressed)
             if patch is None:
                 continue
-            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+            path = kinds.kind("Pod").path(meta["namespace"], meta["name"])
             try:
                 await self.api.patch(path, patch)
                 summary.pods_patched += 1
@@ -208,9 +208,36 @@ class Reconciler:
                     summary.errors.append(f"patch {path}: {e}")
         await self._runtime_hook(by_key, members, nodes, summary)
 
+    async def _strip_stale_copies(self, index: OwnerIndex,
+                                  by_key: Mapping[tuple[str, str, str],
+                                                  tuple[WorkloadObject, Policy | None]],
+                                  summary: Summary) -> None:
+        """Remove from ReplicaSets (and a CronJob's Jobs) the copies of our annotations that
+        their workload no longer carries, so that ``kubectl`` shows the truth there too."""
+        for key, parent in index.intermediates():
+            if parent not in by_key:
+                continue
+            workload, policy = by_key[parent]
+            wanted = dict(workload.annotations)
+            intent = intent_of(policy, workload.view.kind)
+            if intent is None:
+                wanted.pop(names.INTENT_ANNOTATION, None)
+            else:
+                wanted[names.INTENT_ANNOTATION] = intent.render()
+            ops = stale_copies(index.annotations.get(key, {}), wanted)
+            if not ops:
+                continue
+            path = kinds.kind(key[0]).path(key[1], key[2])
+            try:
+                await self.api.patch(path, ops, "json")
+            except ApiError as e:
+                # 404: gone; 422: its test failed, the copy changed since it was read.
+                if e.status not in (404, 422):
+                    summary.errors.append(f"patch {path}: {e}")
+
     async def _runtime_hook(self, by_key: Mapping[tuple[str, str, str],
                                                   tuple[WorkloadObject, Policy | None]],
-                            members: Mapping[tuple[str, str, str], tuple[str, list[Obj]]],
+                            members: Mapping[tuple[str, str, str], list[Obj]],
                             nodes: list[Obj], summary: Summary) -> None:
         node_labels = {str(n["metadata"]["name"]): n["metadata"].get("labels") or {}
                        for n in nodes}
@@ -218,15 +245,13 @@ class Reconciler:
         suppressed = 0
         for key, (workload, policy) in by_key.items():
             if policy is None:
-                if workload.suppressed or STATE_ANNOTATION in workload.annotations:
+                if workload.suppressed or names.CONVERGENCE_ANNOTATION in workload.annotations:
                     await self.hook.forget(workload)
                 continue
-            owner_kind, pods = members.get(key, (workload.view.kind.value, []))
-            # The Pod's own owner kind decides (a Deployment's Pods are owned by ReplicaSets).
-            kind = workload.view.kind.value if owner_kind == "ReplicaSet" else owner_kind
+            pods = members.get(key, [])
             selector = policy.descheduler.node_selector.expand_wildcards(observed)
             try:
-                if await self.hook.step(workload, policy, pods, kind, node_labels, selector):
+                if await self.hook.step(workload, policy, pods, node_labels, selector):
                     suppressed += 1
             except ApiError as e:
                 summary.errors.append(f"runtime hook {workload.path}: {e}")
@@ -236,8 +261,8 @@ class Reconciler:
 
     async def _converge_scheduler(self, active: list[Policy]) -> bool:
         ns = self.namespace
-        cm_path = f"/api/v1/namespaces/{ns}/configmaps/{names.SCHEDULER_CONFIGMAP}"
-        deploy_path = f"/apis/apps/v1/namespaces/{ns}/deployments/{scheduler.DEPLOYMENT}"
+        cm_path = kinds.kind("ConfigMap").path(ns, names.SCHEDULER_CONFIGMAP)
+        deploy_path = kinds.kind("Deployment").path(ns, scheduler.DEPLOYMENT)
         if not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
             for path in (deploy_path, cm_path):
                 if path not in self._absent:
@@ -265,38 +290,41 @@ class Reconciler:
     # --- descheduler per policy ------------------------------------------------------
 
     async def _converge_deschedulers(self, active: list[Policy], managed: Mapping[str, int],
-                                     nodes: list[Obj]) -> set[str]:
+                                     nodes: list[Obj]) -> dict[str, int]:
+        """Apply each active descheduler's ConfigMap and CronJob; returns, per policy, how many
+        nodes its pool holds. The CronJob is suspended while the policy manages no workload
+        or its pool has no node, since a run could do nothing."""
         node_labels = _label_values(nodes)
+        labels_of = [n["metadata"].get("labels") or {} for n in nodes]
         wanted = {p.name: p for p in active if p.descheduler.enabled}
-        base = f"/api/v1/namespaces/{self.namespace}/configmaps"
-        cron_base = f"/apis/batch/v1/namespaces/{self.namespace}/cronjobs"
-        present: set[str] = set()
+        configmaps, cronjobs = kinds.kind("ConfigMap"), kinds.kind("CronJob")
+        pools: dict[str, int] = {}
         for policy in wanted.values():
             name = names.descheduler_name(policy.name)
+            pool = descheduler.node_pool(policy, node_labels)
+            pools[policy.name] = sum(1 for labels in labels_of if pool.matches(labels))
             doc = descheduler.render_descheduler_policy(policy, node_labels)
-            await self.api.apply(f"{base}/{name}", descheduler.descheduler_configmap(
-                policy, doc, self.namespace))
+            await self.api.apply(configmaps.path(self.namespace, name),
+                                 descheduler.descheduler_configmap(policy, doc, self.namespace))
+            idle = managed.get(policy.name, 0) == 0 or pools[policy.name] == 0
             cron = descheduler.descheduler_cronjob(
-                policy, self.runtime.descheduler, suspend=managed.get(policy.name, 0) == 0,
-                namespace=self.namespace)
-            await self.api.apply(f"{cron_base}/{name}", cron)
-            present.add(policy.name)
+                policy, self.runtime.descheduler, suspend=idle, namespace=self.namespace)
+            await self.api.apply(cronjobs.path(self.namespace, name), cron)
         # Remove what no active policy wants any more (deleted policies are also
         # garbage-collected through their ownerReferences).
         selector = (f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_VALUE},"
                     "app.kubernetes.io/component=descheduler")
-        for path, items in ((cron_base, (await self.api.list(cron_base, selector))[0]),
-                            (base, (await self.api.list(base, selector))[0])):
-            for obj in items:
+        for kind in (cronjobs, configmaps):
+            for obj in (await self.api.list(kind.path(self.namespace), selector))[0]:
                 owner = (obj["metadata"].get("labels") or {}).get(names.POLICY_LABEL)
                 if owner not in wanted:
-                    await self.api.delete(f"{path}/{obj['metadata']['name']}")
-        return present
+                    await self.api.delete(kind.path(self.namespace, obj["metadata"]["name"]))
+        return pools
 
     # --- status ----------------------------------------------------------------------
 
     async def _write_status(self, raw: list[Obj], policies: list[Policy], summary: Summary,
-                            scheduler_available: bool, present: set[str]) -> None:
+                            scheduler_available: bool, pools: Mapping[str, int]) -> None:
         parsed = {p.name: p for p in policies}
         for obj in raw:
             meta = obj["metadata"]
@@ -310,14 +338,16 @@ class Reconciler:
             else:
                 managed = summary.managed.get(name, 0)
                 conditions = policy_conditions(policy, scheduler_available,
-                                               name in present, managed)
+                                               pools.get(name), managed)
                 body = status_body(policy.enabled, policy.scheduler.scheduler_name,
                                    policy.scheduler.mode.value, managed, generation,
                                    render_conditions(conditions, previous, generation))
             if _same_status(obj.get("status") or {}, body):
                 continue
             try:
-                await self.api.patch(f"{POLICIES}/{name}/status", {"status": body})
+                await self.api.patch(kinds.kind(names.POLICY_KIND).path(name=name,
+                                                                        subresource="status"),
+                                     {"status": body})
             except ApiError as e:
                 if e.status != 404:
                     summary.errors.append(f"status of {name}: {e}")

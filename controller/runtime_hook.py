@@ -14,13 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from compaction import names
+from compaction import kinds, names
 from compaction.intent import intent_for
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
 from controller.api import Api, ApiError, Obj
 from controller.convergence import (
-    STATE_ANNOTATION,
     ConvergenceState,
     fingerprint,
     is_compliant,
@@ -77,19 +76,20 @@ class RuntimeHook:
 
     async def _save(self, workload: WorkloadObject, state: ConvergenceState,
                     suppressed: bool | None = None) -> None:
-        meta: dict[str, Any] = {"annotations": {STATE_ANNOTATION: state.render()}}
+        meta: dict[str, Any] = {"annotations": {names.CONVERGENCE_ANNOTATION: state.render()}}
         if suppressed is not None:
             meta["labels"] = {names.SUPPRESSED_LABEL: "true" if suppressed else None}
         await self.api.patch(workload.path, {"metadata": meta})
 
     async def _event(self, workload: WorkloadObject, reason: str, message: str) -> None:
         try:
-            await self.api.create(f"/api/v1/namespaces/{workload.view.namespace}/events", {
+            await self.api.create(kinds.kind("Event").path(workload.view.namespace), {
                 "apiVersion": "v1", "kind": "Event",
                 "metadata": {"generateName": f"{workload.view.name}.",
                              "namespace": workload.view.namespace},
                 "involvedObject": {"kind": workload.view.kind.value, "name": workload.view.name,
-                                   "namespace": workload.view.namespace, "uid": workload.uid},
+                                   "namespace": workload.view.namespace, "uid": workload.uid,
+                                   "apiVersion": kinds.kind(workload.view.kind.value).api_version},
                 "reason": reason, "message": message, "type": "Warning",
                 "source": {"component": "compactor-controller"},
                 "reportingComponent": "compactor-controller"})
@@ -100,10 +100,10 @@ class RuntimeHook:
         """No policy manages the workload any more: drop suppression and loop state."""
         await self.api.patch(workload.path, {"metadata": {
             "labels": {names.SUPPRESSED_LABEL: None},
-            "annotations": {STATE_ANNOTATION: None}}})
+            "annotations": {names.CONVERGENCE_ANNOTATION: None}}})
 
     async def step(self, workload: WorkloadObject, policy: Policy, pods: Sequence[Obj],
-                   owner_kind: str, nodes: Mapping[str, Mapping[str, str]],
+                   nodes: Mapping[str, Mapping[str, str]],
                    node_selector: LabelSelector) -> bool:
         """One decision for one workload; returns whether it is suppressed afterwards."""
         now = self.clock()
@@ -119,7 +119,7 @@ class RuntimeHook:
             return False
         if not policy.set_labels_by_eviction:
             return False
-        intent = intent_for(policy)
+        intent = intent_for(policy, workload.view.kind)
         noncompliant = [p for p in pods if not is_compliant(p, intent)
                         and (p.get("status") or {}).get("phase") == "Running"]
         before = state
@@ -151,7 +151,7 @@ class RuntimeHook:
         candidates = []
         for pod in noncompliant:
             node = nodes.get(str((pod.get("spec") or {}).get("nodeName", "")))
-            reason = skip_reason(pod, policy, node, node_selector, owner_kind)
+            reason = skip_reason(pod, policy, node, node_selector, workload.view.kind)
             if reason is None:
                 candidates.append(pod)
             else:
@@ -161,7 +161,7 @@ class RuntimeHook:
         victim = sorted(candidates, key=lambda p: p["metadata"]["name"])[0]
         ns, name = victim["metadata"]["namespace"], victim["metadata"]["name"]
         try:
-            await self.api.create(f"/api/v1/namespaces/{ns}/pods/{name}/eviction", {
+            await self.api.create(kinds.kind("Pod").path(ns, name, "eviction"), {
                 "apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": ns}})
         except ApiError as e:

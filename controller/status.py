@@ -47,7 +47,9 @@ def invalid_conditions(problems: Sequence[Problem]) -> list[Condition]:
 
 
 def policy_conditions(policy: Policy, scheduler_available: bool,
-                      descheduler_present: bool, managed: int) -> list[Condition]:
+                      pool_nodes: int | None, managed: int) -> list[Condition]:
+    """``pool_nodes``: how many nodes the descheduler's pool holds; None while its CronJob
+    has not been created."""
     valid = Condition("Valid", True, "Valid", "spec is valid")
     mode = policy.scheduler.mode
     if not policy.enabled:
@@ -66,9 +68,14 @@ def policy_conditions(policy: Policy, scheduler_available: bool,
         sched = Condition("SchedulerReady", True, "NotRequired", "descheduler-only compaction")
     if not policy.descheduler.enabled:
         desched = Condition("DeschedulerReady", True, "Disabled", "descheduler is disabled")
-    elif not descheduler_present:
+    elif pool_nodes is None:
         desched = Condition("DeschedulerReady", False, "Progressing",
                             "descheduler CronJob not created yet")
+    elif pool_nodes == 0:
+        desched = Condition("DeschedulerReady", False, "NoMatchingNodes",
+                            "no node matches spec.descheduler.nodeSelector "
+                            f"({policy.descheduler.node_selector.render()}); "
+                            "the CronJob is suspended until one does")
     elif managed == 0:
         desched = Condition("DeschedulerReady", True, "Suspended",
                             "no managed workloads; the CronJob is suspended")

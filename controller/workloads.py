@@ -4,34 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from compaction import names
+from compaction import kinds, names
 from compaction.intent import Intent, intent_for
+from compaction.ownership import is_workload
 from compaction.policy import Policy
 from compaction.precedence import effective_policy
-from compaction.workload import API_VERSIONS, Workload, WorkloadType
+from compaction.workload import Workload, WorkloadType
 from controller.metadata import metadata_patch
-
-PLURALS: Final[Mapping[WorkloadType, str]] = {
-    WorkloadType.DEPLOYMENT: "deployments", WorkloadType.STATEFUL_SET: "statefulsets",
-    WorkloadType.DAEMON_SET: "daemonsets", WorkloadType.CRON_JOB: "cronjobs",
-    WorkloadType.JOB: "jobs", WorkloadType.ROLLOUT: "rollouts",
-    WorkloadType.ANALYSIS_RUN: "analysisruns", WorkloadType.STRIMZI_POD_SET: "strimzipodsets",
-    WorkloadType.MODEL: "models",
-}
 
 
 def list_path(kind: WorkloadType) -> str:
-    gv = API_VERSIONS[kind]
-    base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
-    return f"{base}/{PLURALS[kind]}"
-
-
-def object_path(kind: WorkloadType, namespace: str, name: str) -> str:
-    gv = API_VERSIONS[kind]
-    base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
-    return f"{base}/namespaces/{namespace}/{PLURALS[kind]}/{name}"
+    return kinds.kind(kind.value).path()
 
 
 def _template_labels(kind: WorkloadType, obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -50,9 +35,7 @@ class WorkloadObject:
     uid: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    owned: bool  # has a controller owner of a supported kind (e.g. a Job of a CronJob)
     replicas: int = 1  # Pods it wants running now
-
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -60,18 +43,28 @@ class WorkloadObject:
 
     @property
     def path(self) -> str:
-        return object_path(self.view.kind, self.view.namespace, self.view.name)
+        return kinds.kind(self.view.kind.value).path(self.view.namespace, self.view.name)
 
     @property
     def suppressed(self) -> bool:
         return self.labels.get(names.SUPPRESSED_LABEL) == "true"
 
 
+def controller_kind(obj: Mapping[str, Any]) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind", ""))
+    return None
+
+
 def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
-                    namespace_labels: Mapping[str, str]) -> WorkloadObject:
+                    namespace_labels: Mapping[str, str]) -> WorkloadObject | None:
+    """The workload, or None for an object of a workload kind that is only a step of another
+    workload's chain (a CronJob's Job): its Pods belong to the workload above it."""
+    if not is_workload(kind.value, controller_kind(obj)):
+        return None
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
-    owners = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
     return WorkloadObject(
         view=Workload(kind=kind, namespace=str(meta.get("namespace", "")),
                       name=str(meta.get("name", "")), labels=labels,
@@ -80,7 +73,6 @@ def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
         uid=str(meta.get("uid", "")),
         labels=labels,
         annotations=meta.get("annotations") or {},
-        owned=any(r.get("kind") in ("CronJob", "Rollout") for r in owners),
         replicas=_desired_replicas(kind, obj),
     )
 
@@ -93,23 +85,20 @@ def _desired_replicas(kind: WorkloadType, obj: Mapping[str, Any]) -> int:
 
 
 def desired_policy(policies: Iterable[Policy], workload: WorkloadObject) -> Policy | None:
-    # A Job of a CronJob (or an AnalysisRun of a Rollout) follows its owner's intent through
-    # the webhook's fallback; labelling it separately could contradict the owner.
-    if workload.owned:
-        return None
     return effective_policy(policies, workload.view)
 
 
 def workload_patch(workload: WorkloadObject, intent: Intent | None) -> dict[str, Any] | None:
-    """The merge patch that converges the workload's *metadata* (never its pod template)."""
+    """The merge patch that converges the workload's *metadata* (never its pod template): the
+    policy label and the intent; the intent's other labels are for its Pods."""
     if intent is None:
         want_labels: dict[str, str | None] = {names.POLICY_LABEL: None}
         want_annotations: dict[str, str | None] = {names.INTENT_ANNOTATION: None}
     else:
-        want_labels = dict(intent.labels)
+        want_labels = {names.POLICY_LABEL: intent.policy}
         want_annotations = {names.INTENT_ANNOTATION: intent.render()}
     return metadata_patch(workload.labels, workload.annotations, want_labels, want_annotations)
 
 
-def intent_of(policy: Policy | None) -> Intent | None:
-    return intent_for(policy) if policy is not None else None
+def intent_of(policy: Policy | None, kind: WorkloadType) -> Intent | None:
+    return intent_for(policy, kind) if policy is not None else None

@@ -18,6 +18,7 @@ from localcluster.process import Process, StartupError, free_port
 ROOT = Path(__file__).resolve().parent.parent
 SERVICE_CIDR = "10.0.0.0/24"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+MANUAL_STATUS = "compactor.test/kwok-status"
 
 
 def tools_bin() -> Path:
@@ -238,7 +239,9 @@ class Cluster:
         return proc
 
     def start_kwok(self) -> None:
-        """Fake kubelets: nodes annotated ``kwok.x-k8s.io/node=fake`` turn Ready, Pods Running."""
+        """Fake kubelets: nodes annotated ``kwok.x-k8s.io/node=fake`` turn Ready, Pods Running
+        (a Job's Pods then complete). Pods annotated ``compactor.test/kwok-status: manual``
+        are left alone, so a test can hold a Job's Pod Running (``hold_running``)."""
         port = free_port()
         proc = self._spawn(
             "kwok", str(self.bin / "kwok"),
@@ -246,6 +249,7 @@ class Cluster:
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
             "--cidr=10.0.64.0/18", "--node-ip=10.0.1.1",
+            f"--disregard-status-with-annotation-selector={MANUAL_STATUS}=manual",
             f"--server-address=127.0.0.1:{port}",
         )
         proc.wait_healthy(

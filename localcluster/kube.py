@@ -15,25 +15,11 @@ from typing import Any, TypeVar
 
 import httpx
 
+from compaction import kinds
+from compaction.kinds import Kind
+
 T = TypeVar("T")
 Obj = dict[str, Any]
-
-_CORE = {
-    "pods", "services", "namespaces", "nodes", "configmaps", "secrets", "serviceaccounts",
-    "events", "endpoints", "persistentvolumeclaims",
-}
-_GROUPS = {
-    "deployments": "apis/apps/v1", "replicasets": "apis/apps/v1", "statefulsets": "apis/apps/v1",
-    "daemonsets": "apis/apps/v1", "jobs": "apis/batch/v1", "cronjobs": "apis/batch/v1",
-    "poddisruptionbudgets": "apis/policy/v1", "leases": "apis/coordination.k8s.io/v1",
-    "priorityclasses": "apis/scheduling.k8s.io/v1",
-    "mutatingwebhookconfigurations": "apis/admissionregistration.k8s.io/v1",
-    "customresourcedefinitions": "apis/apiextensions.k8s.io/v1",
-    "clusterroles": "apis/rbac.authorization.k8s.io/v1",
-    "clusterrolebindings": "apis/rbac.authorization.k8s.io/v1",
-    "roles": "apis/rbac.authorization.k8s.io/v1",
-    "rolebindings": "apis/rbac.authorization.k8s.io/v1",
-}
 
 
 class ApiError(Exception):
@@ -48,17 +34,16 @@ class ApiError(Exception):
 
 def path(resource: str, namespace: str | None = None, name: str | None = None,
          api: str | None = None, sub: str | None = None) -> str:
-    """The REST path of a resource; ``api`` (e.g. ``apis/compactor.dev/v1alpha1``) for CRDs."""
-    base = api or ("api/v1" if resource in _CORE else _GROUPS[resource])
-    parts = ["", base]
-    if namespace is not None:
-        parts += ["namespaces", namespace]
-    parts.append(resource)
-    if name is not None:
-        parts.append(name)
-    if sub is not None:
-        parts.append(sub)
-    return "/".join(parts)
+    """The REST path of a resource by its plural, from the one kinds table of ``compaction``;
+    ``api`` (e.g. ``apis/example.com/v1``) for a kind that table does not hold."""
+    if api is None:
+        return kinds.by_plural(resource).path(namespace, name, sub)
+    return Kind("", *_group_version(api), resource).path(namespace, name, sub)
+
+
+def _group_version(api: str) -> tuple[str, str]:
+    parts = api.strip("/").split("/")
+    return ("", parts[-1]) if parts[0] == "api" else (parts[1], parts[2])
 
 
 @dataclass(frozen=True)

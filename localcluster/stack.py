@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import yaml
 
+from compaction import kinds
 from localcluster.cluster import ROOT, Cluster
 from localcluster.kube import Kube, path, wait_for
 from localcluster.process import Process, free_port
@@ -32,9 +33,9 @@ def apply_file(kube: Kube, file: Path) -> list[dict[str, Any]]:
     for obj in yaml.safe_load_all(file.read_text()):
         if not obj:
             continue
-        plural = obj["kind"].lower() + "s"
-        ns = obj["metadata"].get("namespace")
-        out.append(kube.apply(path(plural, ns, obj["metadata"]["name"]), obj))
+        url = kinds.kind(obj["kind"]).path(obj["metadata"].get("namespace"),
+                                           obj["metadata"]["name"])
+        out.append(kube.apply(url, obj))
     return out
 
 

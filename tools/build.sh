@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, kwok, descheduler) from the Go module proxy into a cache.
+# kube-scheduler, etcd, kwok, descheduler) from the Go module proxy into a cache, and our
+# descheduler-policycheck (tools/policycheck), which loads a policy with the descheduler's types.
 # Prints the bin directory on stdout. Rebuilds only when the pins change.
 set -euo pipefail
 
@@ -10,11 +11,12 @@ root="$(dirname "$here")"
 source "$here/versions.env"
 
 cache="${COMPACTOR_TOOLS_CACHE:-$root/.cache/tools}"
-key="$(cat "$here/versions.env" "$here/build.sh" | sha256sum | cut -c1-16)"
+key="$(cat "$here/versions.env" "$here/build.sh" "$here/policycheck/main.go" | sha256sum | cut -c1-16)"
 out="$cache/$key"
 bin="$out/bin"
 
-need=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok descheduler)
+need=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok descheduler
+  descheduler-policycheck)
 complete=1
 for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
 if [[ $complete == 1 ]]; then
@@ -96,5 +98,15 @@ module descheduler "require sigs.k8s.io/descheduler $DESCHEDULER_VERSION
 
 replace k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-20260512234627-ef417d054102"
 build descheduler "sigs.k8s.io/descheduler/cmd/descheduler@$DESCHEDULER_VERSION" descheduler
+mkdir -p "$out/src/descheduler/policycheck"
+cp "$here/policycheck/main.go" "$out/src/descheduler/policycheck/main.go"
+(cd "$out/src/descheduler" && go build -trimpath -ldflags=-s -o "$bin/descheduler-policycheck.tmp" \
+  ./policycheck >>"$log" 2>&1) || {
+  echo "error: building descheduler-policycheck failed; last lines of $log:" >&2
+  tail -30 "$log" >&2
+  exit 1
+}
+mv "$bin/descheduler-policycheck.tmp" "$bin/descheduler-policycheck"
+echo "  built descheduler-policycheck" >&2
 
 echo "$bin"

@@ -1,15 +1,22 @@
-"""One admission decision: skip rules, owner resolution, patch. The endpoint only times it."""
+"""One admission decision: skip rules, owner resolution, patch, and every way it can fail open.
+
+The admitter owns the whole verdict: the request's time budget, and which exception means
+which outcome (``webhook.errors``). The endpoint only reads the body and times the answer.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from compaction import names
+from compaction.safety import is_placeholder
+from webhook.errors import AdmittedUnchanged, OptedOut
 from webhook.metrics import Metrics
-from webhook.owners import OptedOut, OwnerCache
+from webhook.owners import OwnerCache
 from webhook.patch import build_patch
 from webhook.review import AdmissionRequest, PodView, is_pod_create, pod_view
 
@@ -38,17 +45,38 @@ def skip_reason(pod: PodView) -> str | None:
         return f"namespace {pod.namespace}"
     if pod.labels.get(names.IGNORE_LABEL) == "true":
         return "pod opted out"
+    if is_placeholder(pod.priority):
+        return "placeholder priority"
     if pod.controller is None:
         return "no controller owner"
     return None
 
 
 class Admitter:
-    def __init__(self, owners: OwnerCache, metrics: Metrics) -> None:
+    def __init__(self, owners: OwnerCache, metrics: Metrics, budget_seconds: float = 2.0) -> None:
         self.owners = owners
         self.metrics = metrics
+        self.budget_seconds = budget_seconds
 
     async def decide(self, request: AdmissionRequest) -> Decision:
+        """The verdict for one request, within its budget; never raises."""
+        try:
+            async with asyncio.timeout(self.budget_seconds):
+                decision = await self._decide(request)
+        except TimeoutError:
+            decision = Decision(Outcome.FAILED_OPEN, reason="timeout")
+        except AdmittedUnchanged as e:
+            log.warning("admitting %s unchanged (%s): %s", request["uid"], e.reason, e)
+            decision = Decision(Outcome.FAILED_OPEN, reason=e.reason)
+        except Exception:
+            log.exception("internal error, admitting %s unchanged", request["uid"])
+            decision = Decision(Outcome.FAILED_OPEN, reason="internal")
+        if decision.outcome is Outcome.FAILED_OPEN:
+            self.metrics.failures.labels(decision.reason).inc()
+        self.metrics.requests.labels(decision.outcome.value).inc()
+        return decision
+
+    async def _decide(self, request: AdmissionRequest) -> Decision:
         # Dry-run requests get the same answer: the webhook has no side effects to skip.
         if not is_pod_create(request):
             return Decision(Outcome.SKIPPED, reason="not a Pod CREATE")
@@ -63,7 +91,7 @@ class Admitter:
         except OptedOut as e:
             return Decision(Outcome.SKIPPED, reason=f"owner opted out: {e}")
         if found is None:
-            return Decision(Outcome.UNCHANGED, reason="no annotated owner")
+            return Decision(Outcome.UNCHANGED, reason="no workload intent")
         plan = build_patch(pod, found.intent, found.rendered)
         if plan.kept_scheduler:
             self.metrics.gpu_overrides.labels(plan.kept_scheduler).inc()

@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from compaction.workload import API_VERSIONS
+from compaction import kinds
+from compaction.ownership import CHAIN_KINDS
 from webhook.kubeapi import NotServed, WatchExpired
 from webhook.metrics import Metrics
-from webhook.owners import PLURALS, OwnerRecord, record_of
+from webhook.owners import OwnerRecord, record_of
 
 log = logging.getLogger("compactor.webhook")
 
@@ -35,22 +36,11 @@ class MetadataSource(Protocol):
 @dataclass(frozen=True)
 class Source:
     kind: str
-    api_version: str
-    plural: str
-
-    @property
-    def path(self) -> str:
-        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        return f"{base}/{self.plural}"
+    path: str  # the cluster-wide collection
 
 
-def _sources() -> tuple[Source, ...]:
-    versions = {"ReplicaSet": "apps/v1", **{k.value: v for k, v in API_VERSIONS.items()}}
-    return (Source("Namespace", "v1", "namespaces"),
-            *(Source(kind, versions[kind], plural) for kind, plural in PLURALS.items()))
-
-
-SOURCES: Final = _sources()
+SOURCES: Final = tuple(Source(k, kinds.kind(k).path())
+                       for k in ("Namespace", *sorted(CHAIN_KINDS)))
 
 
 @dataclass

@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 
 from webhook.credentials import Credentials, from_kubeconfig, in_cluster
-from webhook.owners import LookupFailed
+from webhook.errors import LookupFailed
 
 # Server-side conversion to PartialObjectMetadata: a ReplicaSet's pod template never crosses
 # the wire, and a list of thousands stays small.
@@ -61,8 +61,7 @@ class KubeReader:
             return None
         if status != 200:
             raise LookupFailed(f"GET {path}: HTTP {status}: {body[:200]!r}")
-        obj = orjson.loads(body)
-        return obj if isinstance(obj, dict) else None
+        return _object(path, body)
 
     async def _fetch(self, session: aiohttp.ClientSession, url: str, accept: str
                      ) -> tuple[int, bytes]:
@@ -98,10 +97,7 @@ class KubeReader:
     async def _read(self, url: str, accept: str) -> dict[str, Any]:
         status, body = await self._fetch(self._streams(), url, accept)
         _raise_for(status, url, body)
-        obj = orjson.loads(body)
-        if not isinstance(obj, dict):
-            raise LookupFailed(f"GET {url}: not an object")
-        return obj
+        return _object(url, body)
 
     async def watch_metadata(self, path: str, resource_version: str,
                              opened: Callable[[], None] = lambda: None
@@ -121,7 +117,7 @@ class KubeReader:
                 async for line in resp.content:
                     if not line.strip():
                         continue
-                    event = orjson.loads(line)
+                    event = _object(url, line)
                     if event.get("type") == "ERROR":
                         status = event.get("object") or {}
                         _raise_for(int(status.get("code") or 500), url,
@@ -134,6 +130,17 @@ class KubeReader:
         await self._session.close()
         if self._stream is not None:
             await self._stream.close()
+
+
+def _object(url: str, body: bytes) -> dict[str, Any]:
+    """A 200's body as a JSON object; anything else is the API server failing to answer."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise LookupFailed(f"GET {url}: answer is not JSON: {body[:200]!r}") from e
+    if not isinstance(obj, dict):
+        raise LookupFailed(f"GET {url}: answer is not a JSON object")
+    return obj
 
 
 def _raise_for(status: int, url: str, body: bytes) -> None:

@@ -26,6 +26,9 @@ class Metrics:
         self.failures = Counter(
             "compactor_admission_failed_open", "Admissions allowed unchanged because of a "
             "problem, by reason.", ["reason"], registry=r)
+        self.rejected = Counter(
+            "compactor_admission_rejected", "Requests answered with an HTTP error instead of a "
+            "verdict (not an AdmissionReview, too large), by reason.", ["reason"], registry=r)
         self.lookups = Counter(
             "compactor_owner_lookups", "Owner lookups, by result.", ["result"], registry=r)
         self.api_requests = Counter(
@@ -50,10 +53,12 @@ class Metrics:
             "compactor_owner_watch_restarts", "Watch restarts, by kind and reason (expired: "
             "relisted after 410 Gone; error: reconnected after a failure).",
             ["kind", "reason"], registry=r)
-        for outcome in ("patched", "unchanged", "skipped", "failed_open"):
+        for outcome in ("patched", "unchanged", "skipped", "failed_open", "rejected"):
             self.requests.labels(outcome)
-        for result in ("hit", "miss", "negative", "error"):
+        for result in ("hit", "miss", "negative", "error", "invalid"):
             self.lookups.labels(result)
+        for reason in ("malformed_review", "too_large"):
+            self.rejected.labels(reason)
 
     def track_cache(self, size: Callable[[], int]) -> None:
         self.cache_entries.set_function(lambda: float(size()))

@@ -1,8 +1,12 @@
-"""Owner-chain resolution through a bounded TTL+LRU cache with negative entries and single-flight.
+"""From a Pod's controller reference up to its workload, whose intent alone decides.
 
-A burst of Pods from one ReplicaSet costs one GET per owner: the first lookup of a key starts
-the request, the others await the same future. Keys carry the owner's uid, so an owner that
-was deleted and recreated under the same name is a different key: a miss, never a stale hit.
+Intermediate owners (a ReplicaSet, a CronJob's Job) are followed but never read for intent
+(``compaction.ownership``). Lookups go through a bounded TTL+LRU cache with negative entries
+and single-flight: a burst of Pods from one ReplicaSet costs one GET per owner (the
+ReplicaSet, then its Deployment), and each waiting admission keeps its own time budget: the
+GET runs on its own, so the first caller giving up fails nobody else. Keys carry the owner's
+uid, so an owner deleted and recreated under the same name is a miss, never a stale hit.
+Nothing from an owner reference reaches a request unless it passes the API server's rules.
 """
 
 from __future__ import annotations
@@ -17,40 +21,40 @@ from typing import Any, Final
 
 from cachetools import TLRUCache
 
-from compaction import names
+from compaction import kinds, names
+from compaction.identifiers import is_dns_label, is_dns_subdomain, parse_api_version
 from compaction.intent import Intent, parse_intent
+from compaction.ownership import CHAIN_KINDS, MAX_DEPTH, is_intermediate
+from webhook.errors import InvalidOwnerReference, LookupFailed, OptedOut, UnusableIntent
 from webhook.metrics import Metrics
 from webhook.review import OwnerRef, controller_ref
-
-# Kinds the chain may pass through, with their REST plural. ReplicaSet is only ever a step.
-PLURALS: Final[Mapping[str, str]] = {
-    "ReplicaSet": "replicasets", "Deployment": "deployments", "StatefulSet": "statefulsets",
-    "DaemonSet": "daemonsets", "Job": "jobs", "CronJob": "cronjobs", "Rollout": "rollouts",
-    "AnalysisRun": "analysisruns", "StrimziPodSet": "strimzipodsets", "Model": "models",
-}
-MAX_DEPTH: Final = 4
 
 Fetch = Callable[[str], Awaitable[dict[str, Any] | None]]
 # What a watch feed knows of a key, or None: then the cache and the GET decide.
 Known = Callable[[tuple[str, ...]], "OwnerRecord | None"]
 
 
-class LookupFailed(Exception):
-    """The API server could not answer an owner lookup (not a 404)."""
+def namespace_path(namespace: str) -> str:
+    if not is_dns_label(namespace):
+        raise InvalidOwnerReference(f"namespace {namespace[:80]!r} is not a namespace name")
+    return kinds.kind("Namespace").path(name=namespace)
 
 
-class UnusableIntent(Exception):
-    """The nearest annotated owner's intent cannot be read (unknown version, garbage)."""
-
-
-class OptedOut(Exception):
-    """An owner up the chain carries ``compactor.dev/ignore: "true"``."""
-
-
-def owner_path(namespace: str, ref: OwnerRef) -> str:
-    group_version = ref.api_version
-    base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
-    return f"{base}/namespaces/{namespace}/{PLURALS[ref.kind]}/{ref.name}"
+def owner_path(namespace: str, ref: OwnerRef) -> str | None:
+    """The GET path of an owner; None for a kind that is not Compactor's (another group's
+    ReplicaSet, say); InvalidOwnerReference for a reference no request may be built from."""
+    if ref.kind not in CHAIN_KINDS:
+        return None
+    group_version = parse_api_version(ref.api_version)
+    if group_version is None:
+        raise InvalidOwnerReference(f"apiVersion {ref.api_version[:80]!r} is not group/version")
+    kind = kinds.kind(ref.kind)
+    if group_version[0] != kind.group:
+        return None
+    if not is_dns_subdomain(ref.name):
+        raise InvalidOwnerReference(f"{ref.kind} name {ref.name[:80]!r} is not an object name")
+    namespace_path(namespace)
+    return kind.path(namespace, ref.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +95,7 @@ def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
     raw = annotations.get(names.INTENT_ANNOTATION)
     intent, rendered, error = _parsed(raw) if isinstance(raw, str) else (None, None, None)
     parent = controller_ref(meta.get("ownerReferences"))
-    if parent is not None and parent.kind not in PLURALS:
+    if parent is not None and parent.kind not in CHAIN_KINDS:
         parent = None
     elif parent is not None:
         parent = OwnerRef(sys.intern(parent.api_version), sys.intern(parent.kind), parent.name,
@@ -113,7 +117,7 @@ class OwnerCache:
         # (the Job/AnalysisRun race of the reference docs).
         self._cache: TLRUCache[tuple[str, ...], OwnerRecord] = TLRUCache(
             maxsize=maxsize, ttu=self._ttu, timer=clock)
-        self._inflight: dict[tuple[str, ...], asyncio.Future[OwnerRecord]] = {}
+        self._inflight: dict[tuple[str, ...], asyncio.Task[OwnerRecord]] = {}
         metrics.track_cache(lambda: len(self._cache))
 
     def _ttu(self, _key: tuple[str, ...], value: OwnerRecord, now: float) -> float:
@@ -136,26 +140,24 @@ class OwnerCache:
         if cached is not None:
             self._metrics.lookups.labels("negative" if cached is _ABSENT else "hit").inc()
             return cached
-        pending = self._inflight.get(key)
-        if pending is not None:
-            self._metrics.lookups.labels("hit").inc()
-            return await asyncio.shield(pending)
-        future: asyncio.Future[OwnerRecord] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
-        try:
-            record = await self._load(url, uid)
-        except BaseException as e:
-            future.set_exception(e if isinstance(e, Exception) else LookupFailed(repr(e)))
-            future.exception()  # retrieved here, so a burst with no waiters logs nothing
-            raise
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._load(key, url, uid))
+            self._inflight[key] = task
+            task.add_done_callback(functools.partial(self._landed, key))
         else:
-            future.set_result(record)
-            self._cache[key] = record
-            return record
-        finally:
-            del self._inflight[key]
+            self._metrics.lookups.labels("hit").inc()
+        # Shielded: a caller whose own budget runs out stops waiting; the GET goes on for the
+        # others, and its answer still fills the cache.
+        return await asyncio.shield(task)
 
-    async def _load(self, url: str, uid: str) -> OwnerRecord:
+    def _landed(self, key: tuple[str, ...], task: asyncio.Task[OwnerRecord]) -> None:
+        if self._inflight.get(key) is task:
+            del self._inflight[key]
+        if not task.cancelled():
+            task.exception()  # retrieved, so a failure nobody waited for logs nothing
+
+    async def _load(self, key: tuple[str, ...], url: str, uid: str) -> OwnerRecord:
         self._metrics.api_requests.inc()
         try:
             obj = await self._fetch(url)
@@ -164,30 +166,51 @@ class OwnerCache:
             raise
         self._metrics.lookups.labels("miss").inc()
         if obj is None:
-            return _ABSENT
-        if uid and (obj.get("metadata") or {}).get("uid") != uid:
-            return _ABSENT  # recreated under the same name: not this Pod's owner
-        return record_of(obj)
+            record = _ABSENT
+        elif uid and (obj.get("metadata") or {}).get("uid") != uid:
+            record = _ABSENT  # recreated under the same name: not this Pod's owner
+        else:
+            record = record_of(obj)
+        self._cache[key] = record
+        return record
 
-    async def owner(self, namespace: str, ref: OwnerRef) -> OwnerRecord:
+    async def owner(self, namespace: str, ref: OwnerRef) -> OwnerRecord | None:
+        """The owner's record; None when its kind is not one Compactor follows."""
+        try:
+            url = owner_path(namespace, ref)
+        except InvalidOwnerReference:
+            self._metrics.lookups.labels("invalid").inc()
+            raise
+        if url is None:
+            return None
         key = (sys.intern(namespace), sys.intern(ref.kind), ref.name, ref.uid)
-        return await self.lookup(key, owner_path(namespace, ref), ref.uid)
+        return await self.lookup(key, url, ref.uid)
 
     async def namespace(self, name: str) -> OwnerRecord:
-        return await self.lookup(("", "Namespace", name, ""), f"/api/v1/namespaces/{name}", "")
+        try:
+            url = namespace_path(name)
+        except InvalidOwnerReference:
+            self._metrics.lookups.labels("invalid").inc()
+            raise
+        return await self.lookup(("", "Namespace", name, ""), url, "")
 
     async def resolve(self, namespace: str, ref: OwnerRef | None) -> Resolution | None:
-        """The intent of the nearest annotated owner up the controller chain, if any."""
+        """The intent of the Pod's workload, up the controller chain past intermediates."""
         depth = 0
-        while ref is not None and ref.kind in PLURALS and depth < MAX_DEPTH:
+        while ref is not None and depth < MAX_DEPTH:
             record = await self.owner(namespace, ref)
+            if record is None:
+                return None
             if record.ignored:
                 raise OptedOut(f"{ref.kind}/{ref.name}")
-            if record.intent is not None and record.rendered is not None:
-                return Resolution(record.intent, record.rendered, ref.kind, ref.name)
+            parent = record.parent
+            if is_intermediate(ref.kind, parent.kind if parent else None):
+                ref, depth = parent, depth + 1
+                continue
             if record.intent_error is not None:
                 self._metrics.intent_errors.labels(record.intent_error).inc()
                 raise UnusableIntent(f"{ref.kind}/{ref.name}: {record.intent_error}")
-            ref = record.parent
-            depth += 1
+            if record.intent is None or record.rendered is None:
+                return None
+            return Resolution(record.intent, record.rendered, ref.kind, ref.name)
         return None

@@ -9,8 +9,10 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
 
+from compaction import names
+from webhook.errors import MalformedReview, UnpatchableObject
+
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 class GroupVersionKind(TypedDict):
@@ -28,10 +30,6 @@ class AdmissionRequest(TypedDict):
     subResource: NotRequired[str]
     dryRun: NotRequired[bool]
     object: NotRequired[dict[str, Any]]
-
-
-class MalformedReview(ValueError):
-    """The body is not an AdmissionReview we can answer: HTTP 400, never an admission verdict."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +51,11 @@ class PodView:
     # Whether the maps exist at all: adding a key to a missing map must create the map.
     has_labels: bool = False
     has_annotations: bool = False
+    priority: Any = None  # spec.priority, resolved from priorityClassName before webhooks run
 
     @property
     def is_mirror(self) -> bool:
-        return MIRROR_ANNOTATION in self.annotations
+        return names.MIRROR_ANNOTATION in self.annotations
 
 
 def parse_review(body: bytes) -> AdmissionRequest:
@@ -100,19 +99,33 @@ def controller_ref(refs: Any) -> OwnerRef | None:
 
 
 def _str_map(raw: Any) -> dict[str, str]:
+    """The string-valued entries (a non-string value is one a patch of ours replaces)."""
     if not isinstance(raw, dict):
         return {}
-    return {str(k): str(v) for k, v in raw.items()}
+    return {str(k): v for k, v in raw.items() if isinstance(v, str)}
+
+
+def _map_or_absent(meta: dict[str, Any], key: str) -> bool:
+    """Whether ``meta[key]`` is a map; raises when it is something a patch must not clobber."""
+    value = meta.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise UnpatchableObject(f"metadata.{key} is a {type(value).__name__}, not a map")
+    return isinstance(value, dict)
 
 
 def pod_view(request: AdmissionRequest) -> PodView:
+    """The Pod as far as admission reads it; UnpatchableObject when no patch could apply to it
+    (no metadata or spec map to write into)."""
     pod = request.get("object")
     if not isinstance(pod, dict):
-        raise MalformedReview("a Pod CREATE request carries no object")
-    meta: dict[str, Any] = pod.get("metadata") or {}
-    spec: dict[str, Any] = pod.get("spec") or {}
-    if not isinstance(meta, dict) or not isinstance(spec, dict):
-        raise MalformedReview("Pod metadata and spec must be objects")
+        raise UnpatchableObject("a Pod CREATE request carries no object")
+    meta, spec = pod.get("metadata"), pod.get("spec")
+    if not isinstance(meta, dict):
+        raise UnpatchableObject("Pod metadata is not a map")
+    if not isinstance(spec, dict):
+        raise UnpatchableObject("Pod spec is not a map")
+    has_labels = _map_or_absent(meta, "labels")
+    has_annotations = _map_or_absent(meta, "annotations")
     sched = spec.get("schedulerName")
     return PodView(
         # The namespace is on the request; metadata may omit it for generated names.
@@ -122,8 +135,9 @@ def pod_view(request: AdmissionRequest) -> PodView:
         annotations=_str_map(meta.get("annotations")),
         scheduler_name=sched if isinstance(sched, str) and sched else None,
         controller=controller_ref(meta.get("ownerReferences")),
-        has_labels=isinstance(meta.get("labels"), dict),
-        has_annotations=isinstance(meta.get("annotations"), dict),
+        has_labels=has_labels,
+        has_annotations=has_annotations,
+        priority=spec.get("priority"),
     )
 
 

@@ -13,10 +13,11 @@ from starlette.applications import Starlette
 
 from webhook.admission import Admitter
 from webhook.app import create_app
+from webhook.errors import LookupFailed
 from webhook.feed import OwnerFeed
 from webhook.kubeapi import KubeReader
 from webhook.metrics import Metrics
-from webhook.owners import LookupFailed, OwnerCache
+from webhook.owners import OwnerCache
 from webhook.settings import Settings
 from webhook.tls import CertificateMismatch, CertReloader, check_names
 
@@ -34,8 +35,8 @@ class Webhook:
                                 ttl=settings.cache_ttl_seconds,
                                 negative_ttl=settings.negative_ttl_seconds)
         self.app: Starlette = create_app(
-            Admitter(self.cache, self.metrics), self.metrics,
-            budget_seconds=settings.budget_seconds, max_body_bytes=settings.max_body_bytes,
+            Admitter(self.cache, self.metrics, budget_seconds=settings.budget_seconds),
+            self.metrics, max_body_bytes=settings.max_body_bytes,
             ready=lambda: self.reader is not None,
             on_startup=self._start, on_shutdown=self._stop)
 

@@ -7,11 +7,18 @@ scheduler and kwok start the first time a test asks for them and then stay up.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
+import pytest_asyncio
+import yaml
 
+from controller.api import Api
+from controller.reconciler import Reconciler
+from controller.runtime import load
 from localcluster import Cluster, ClusterConfig, Kube
+from localcluster.cluster import ROOT
 from localcluster.kube import path, wait_for
 
 
@@ -86,3 +93,61 @@ def namespace(kube: Kube) -> Iterator[str]:
     wait_for("default ServiceAccount", lambda: kube.get(path("serviceaccounts", name, "default")))
     yield name
     kube.delete(path("namespaces", name=name))
+
+
+CRD_DIR = ROOT / "deploy" / "crds"
+POLICY_API = "apis/compactor.dev/v1alpha1"
+
+
+@pytest.fixture(scope="session")
+def compactor_crds(kube: Kube, cluster: Cluster) -> None:
+    """Every CRD of deploy/crds installed and served, and the install namespace."""
+    for file in sorted(CRD_DIR.glob("*.yaml")):
+        obj = yaml.safe_load(file.read_text())
+        kube.apply(path("customresourcedefinitions", name=obj["metadata"]["name"]), obj)
+    wait_for("policy API", lambda: kube.get(f"/{POLICY_API}").get("resources"))
+    kube.ensure_namespace("compactor-system")
+
+
+class Policies:
+    """ClusterCompactionPolicies a test creates, each scoped to its namespace by default;
+    deleted after the test."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.created: list[str] = []
+
+    @staticmethod
+    def path(name: str | None = None) -> str:
+        return path("clustercompactionpolicies", name=name, api=POLICY_API)
+
+    def make(self, namespace: str, spec: dict[str, Any] | None = None) -> str:
+        name = f"p-{uuid.uuid4().hex[:8]}"
+        body = {"scope": {"namespaceSelector": {"operator": "In", "values": [namespace]}},
+                **(spec or {})}
+        self.kube.create(self.path(), {"apiVersion": "compactor.dev/v1alpha1",
+                                       "kind": "ClusterCompactionPolicy",
+                                       "metadata": {"name": name}, "spec": body})
+        self.created.append(name)
+        return name
+
+    def delete(self, name: str) -> None:
+        self.kube.delete(self.path(name))
+        self.created.remove(name)
+
+
+@pytest.fixture
+def compaction_policies(kube: Kube, compactor_crds: None) -> Iterator[Policies]:
+    made = Policies(kube)
+    yield made
+    for name in list(made.created):
+        made.delete(name)
+
+
+@pytest_asyncio.fixture
+async def in_process_reconciler(cluster: Cluster, compactor_crds: None
+                                ) -> AsyncIterator[Reconciler]:
+    """The controller's pass, in this process, as cluster admin (RBAC is tested elsewhere)."""
+    api = await Api.connect(str(cluster.kubeconfig))
+    yield Reconciler(api, load({}))
+    await api.close()

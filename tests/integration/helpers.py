@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from localcluster import ApiError, Kube
-from localcluster.cluster import ROOT
+from localcluster.cluster import MANUAL_STATUS, ROOT
 from localcluster.kube import path, wait_for
 from localcluster.stack import (
     WEBHOOK_NAMESPACE_LABEL,
@@ -62,3 +62,67 @@ def gone(kube: Kube, url: str) -> bool:
     return False
 
 
+
+
+def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+                 "versions": [{"name": version, "served": True, "storage": True, "schema": {
+                     "openAPIV3Schema": {"type": "object",
+                                         "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+
+
+# Stand-ins for the CRDs of Argo Rollouts, Strimzi and KubeAI: the kinds exist and are served,
+# no controller of theirs runs (tests create what those controllers would create).
+FOREIGN_CRDS = (
+    _crd("argoproj.io", "v1alpha1", "Rollout", "rollouts"),
+    _crd("argoproj.io", "v1alpha1", "AnalysisRun", "analysisruns"),
+    _crd("core.strimzi.io", "v1beta2", "StrimziPodSet", "strimzipodsets"),
+    _crd("kubeai.org", "v1", "Model", "models"),
+)
+
+
+def install_foreign_crds(kube: Kube) -> None:
+    for crd in FOREIGN_CRDS:
+        kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]), crd)
+    for crd in FOREIGN_CRDS:
+        api = f"/apis/{crd['spec']['group']}/{crd['spec']['versions'][0]['name']}"
+        plural = crd["spec"]["names"]["plural"]
+
+        def served(a: str = api, p: str = plural) -> bool:
+            return any(r["name"] == p for r in kube.get(a).get("resources", []))
+        wait_for(f"{plural} served", served)
+
+
+def owner_ref(obj: dict[str, Any]) -> dict[str, Any]:
+    """A controller ownerReference to ``obj``, as its controller would set it."""
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def hold_running(kube: Kube, ns: str) -> int:
+    """Mark Running every bound Pod that kwok leaves alone (annotated
+    ``compactor.test/kwok-status: manual``), as a kubelet would while its work goes on (kwok
+    itself completes a Job's Pods at once). Returns how many are Running."""
+    running = 0
+    for pod in kube.items(path("pods", ns)):
+        meta, spec = pod["metadata"], pod["spec"]
+        if (meta.get("annotations") or {}).get(MANUAL_STATUS) != "manual":
+            continue
+        if pod["status"].get("phase") != "Running" and spec.get("nodeName"):
+            kube.patch(path("pods", ns, meta["name"], sub="status"), {"status": {
+                "phase": "Running", "podIP": "10.0.64.250",
+                "conditions": [{"type": t, "status": "True"}
+                               for t in ("Initialized", "Ready", "ContainersReady",
+                                         "PodScheduled")],
+                "containerStatuses": [{"name": c["name"], "image": c["image"], "ready": True,
+                                       "restartCount": 0, "imageID": "", "started": True,
+                                       "state": {"running": {}}}
+                                      for c in spec["containers"]]}})
+        running += 1
+    return running

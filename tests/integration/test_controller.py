@@ -174,24 +174,28 @@ async def test_descheduler_cronjob_is_suspended_without_workloads_and_collected_
     cron = kube.get(cron_path)
     assert cron["spec"]["suspend"] is True and cron["spec"]["schedule"] == "*/10 * * * *"
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
-    assert kube.get(_ccp(name))["status"]["conditions"][2]["reason"] == "Suspended"
 
     kube.create(path("deployments", namespace), deployment("batch", 1))
     await reconciler.reconcile()
-    assert kube.get(cron_path)["spec"]["suspend"] is False
     doc = yaml.safe_load(kube.get(cm_path)["data"]["policy.yaml"])
     assert doc["kind"] == "DeschedulerPolicy"
     selector = doc["profiles"][0]["pluginConfig"][0]["args"]["labelSelector"]
     assert {"key": "compactor.dev/policy", "operator": "In", "values": [name]} in \
         selector["matchExpressions"]
-    # No node carries the zone label yet: the wildcard stays literal and matches nothing.
-    assert doc["nodeSelector"] == "compactor.test/zone in (zone-*)"
+    # No node carries the zone label yet: the pool is empty. The CronJob stays suspended, the
+    # status says why, and the rendered selector parses and matches nothing.
+    assert kube.get(cron_path)["spec"]["suspend"] is True
+    ready = kube.get(_ccp(name))["status"]["conditions"][2]
+    assert (ready["status"], ready["reason"]) == ("False", "NoMatchingNodes")
+    assert doc["nodeSelector"] == "compactor.test/zone,!compactor.test/zone"
 
     node = f"zoned-{uuid.uuid4().hex[:5]}"
     cluster.add_nodes(kube, [node], NodeShape(), labels={"compactor.test/zone": "zone-a"})
     await reconciler.reconcile()
     doc = yaml.safe_load(kube.get(cm_path)["data"]["policy.yaml"])
     assert doc["nodeSelector"] == "compactor.test/zone in (zone-a)"
+    assert kube.get(cron_path)["spec"]["suspend"] is False
+    assert kube.get(_ccp(name))["status"]["conditions"][2]["reason"] == "Scheduled"
 
     # Deleting the policy lets the garbage collector remove what it owns.
     kube.delete(_ccp(name))

@@ -205,18 +205,26 @@ def test_the_controller_account_may_patch_pod_metadata_but_never_pod_spec(
     kube.request("PATCH", url, {"metadata": {"labels": {"compactor.dev/policy": "p"}}},
                  "application/merge-patch+json", headers=as_controller)
     # activeDeadlineSeconds is one of the few mutable spec fields: only the policy stops it.
-    wait_for("policy active", lambda: _spec_patch_denied(kube, url, as_controller))
+    wait_for("policy active", lambda: _spec_patch_denied(
+        kube, url, as_controller, {"activeDeadlineSeconds": 3600}, {"activeDeadlineSeconds": None}))
     assert "activeDeadlineSeconds" not in kube.get(url)["spec"]
+    # Its ReplicaSet likewise: metadata (stale annotation copies) yes, spec no.
+    (rs,) = kube.items(path("replicasets", namespace))
+    rs_url = path("replicasets", namespace, rs["metadata"]["name"])
+    kube.request("PATCH", rs_url, {"metadata": {"annotations": {"compactor.dev/intent": None}}},
+                 "application/merge-patch+json", headers=as_controller)
+    assert _spec_patch_denied(kube, rs_url, as_controller, {"replicas": 2}, {"replicas": 1})
+    assert kube.get(rs_url)["spec"]["replicas"] == 1
 
 
-def _spec_patch_denied(kube: Kube, url: str, headers: dict[str, str]) -> bool:
+def _spec_patch_denied(kube: Kube, url: str, headers: dict[str, str], change: dict[str, Any],
+                       undo: dict[str, Any]) -> bool:
     try:
-        kube.request("PATCH", url, {"spec": {"activeDeadlineSeconds": 3600}},
-                     "application/merge-patch+json", headers=headers)
+        kube.request("PATCH", url, {"spec": change}, "application/merge-patch+json",
+                     headers=headers)
     except ApiError as e:
-        return e.status in (403, 422) and "Pod metadata only" in e.message
-    kube.request("PATCH", url, {"spec": {"activeDeadlineSeconds": None}},
-                 "application/merge-patch+json")  # undo, then let the poll retry
+        return e.status in (403, 422) and "metadata of Pods and ReplicaSets only" in e.message
+    kube.request("PATCH", url, {"spec": undo}, "application/merge-patch+json")  # undo, retry
     return False
 
 

@@ -3,6 +3,7 @@ our DeschedulerPolicy, and kube-scheduler with our config binds compactor-schedu
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 import uuid
@@ -20,6 +21,7 @@ from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
 from localcluster.process import free_port
 from tests.integration.helpers import pod_template, running_pods
+from tests.reference import reference_policies
 
 
 def _pinned_rs(name: str, node: str, replicas: int, cpu: str,
@@ -51,7 +53,7 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
         "nodeSelector": {"matchExpressions": [{"key": "compactor.test/pool", "operator": "In",
                                                "values": ["pool-*"]}]},
         "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 100, "pods": 100}}}}})
-    managed = {"compactor.dev/policy": "pack"}
+    managed = {"compactor.dev/policy": "pack", "compactor.dev/workload-kind": "Deployment"}
     for rs in (_pinned_rs("heavy", dense, 3, "1", {}),
                _pinned_rs("movable", sparse, 1, "200m", managed),
                _pinned_rs("guarded", sparse, 1, "200m", {**managed,
@@ -89,6 +91,77 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
     assert f'"{namespace}/movable-' in planned[0]
     # The protected Pod and the other policy's Pod are judged non-removable by our selector.
     assert f'"Pods on node" node="{sparse}" allPods=3 nonRemovablePods=2 removablePods=1' in log
+
+
+POLICYCHECK_CASES = {
+    **{name: (body, {}) for name, body in reference_policies().items()},
+    "pool-matched": ({"metadata": {"name": "pool"}, "spec": {"descheduler": {"nodeSelector": {
+        "matchExpressions": [{"key": "pool", "operator": "In", "values": ["batch-*"]}]}}}},
+        {"pool": ["batch-a"]}),
+    "pool-matching-no-node": ({"metadata": {"name": "pool"}, "spec": {"descheduler": {
+        "nodeSelector": {"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["batch-*"]}]}}}}, {"pool": ["web"]}),
+    "every-evictor-flag": ({"metadata": {"name": "flags"}, "spec": {"descheduler": {
+        "defaultEvictor": {"nodeFit": False, "evictSystemCriticalPods": True,
+                           "evictLocalStoragePods": True, "ignorePvcPods": False,
+                           "evictDaemonSetPods": True,
+                           "labelSelector": {"matchLabels": {"tier": "web"}}}}}}, {}),
+}
+
+
+def _zero(value: Any) -> bool:
+    return value in (False, 0, "", None, [], {})
+
+
+def _missing(ours: Any, loaded: Any, at: str = "") -> list[str]:
+    """Paths of what we rendered that the loaded policy does not hold (Go's omitempty drops
+    zero values, which therefore count as held)."""
+    if isinstance(ours, dict):
+        if not isinstance(loaded, dict):
+            return [at or "."]
+        return [p for k, v in ours.items()
+                for p in ([] if _zero(v) and k not in loaded else
+                          _missing(v, loaded.get(k), f"{at}.{k}"))]
+    if isinstance(ours, list):
+        if not isinstance(loaded, list) or len(loaded) != len(ours):
+            return [at]
+        return [p for i, (a, b) in enumerate(zip(ours, loaded, strict=True))
+                for p in _missing(a, b, f"{at}[{i}]")]
+    return [] if ours == loaded else [f"{at}: {ours!r} != {loaded!r}"]
+
+
+@pytest.mark.parametrize("case", list(POLICYCHECK_CASES))
+def test_every_rendered_key_is_one_the_descheduler_v036_types_load(
+        cluster: Cluster, tmp_path: Path, case: str) -> None:
+    body, node_labels = POLICYCHECK_CASES[case]
+    doc = render_descheduler_policy(parse_policy(body), node_labels)
+    file = tmp_path / "policy.yaml"
+    file.write_text(yaml.safe_dump(doc))
+    out = subprocess.run([str(cluster.bin / "descheduler-policycheck"), str(file)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    # Strict decoding with upstream's Go types: a key they lack fails here, where the
+    # descheduler itself would silently drop it.
+    assert out.returncode == 0, out.stderr
+    loaded = json.loads(out.stdout)
+    for ours, theirs in zip(doc["profiles"][0]["pluginConfig"],
+                            loaded["profiles"][0]["pluginConfig"], strict=True):
+        assert ours["name"] == theirs["name"]
+    assert _missing(doc, {**loaded, "apiVersion": doc["apiVersion"], "kind": doc["kind"]}) == []
+
+
+def test_a_pool_pattern_matching_no_node_still_loads_in_the_real_descheduler(
+        cluster: Cluster, kube: Kube, tmp_path: Path) -> None:
+    body, node_labels = POLICYCHECK_CASES["pool-matching-no-node"]
+    file = tmp_path / "policy.yaml"
+    file.write_text(yaml.safe_dump(render_descheduler_policy(parse_policy(body), node_labels)))
+    out = subprocess.run(
+        [str(cluster.bin / "descheduler"), f"--kubeconfig={cluster.kubeconfig}",
+         f"--policy-config-file={file}", "--dry-run", "--v=3", "--bind-address=127.0.0.1",
+         f"--secure-port={free_port()}", f"--cert-dir={tmp_path / 'certs'}"],
+        capture_output=True, text=True, timeout=120, check=False)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-3000:]
+    assert "unable to parse" not in log and "Evicted pod" not in log
 
 
 def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(

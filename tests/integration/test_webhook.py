@@ -211,16 +211,14 @@ def test_watched_owners_cost_no_api_call_and_intent_changes_arrive_before_the_tt
     _assert_compacted(pods_of(kube, hooked_ns, "app=fed", 4))
     assert webhook_metric(webhook, "compactor_owner_api_requests_total") == gets
 
-    # The Deployment controller copies the new intent onto the ReplicaSet; the watch brings
-    # it to the webhook at once, where the cache alone would serve the old one for 30 s.
+    # The watch brings the Deployment's new intent to the webhook at once, where the cache
+    # alone would serve the old one for 30 s.
     other = Intent("other-policy", {"compactor.dev/policy": "other-policy"},
                    "compactor-scheduler")
+    (rs,) = kube.items(path("replicasets", hooked_ns), "app=fed")
     changed = time.monotonic()
     kube.patch(path("deployments", hooked_ns, "fed"), {"metadata": {"annotations": {
         "compactor.dev/intent": other.render()}}})
-    rs = wait_for("the ReplicaSet to carry the new intent", lambda: next((
-        r for r in kube.items(path("replicasets", hooked_ns), "app=fed")
-        if r["metadata"]["annotations"].get("compactor.dev/intent") == other.render()), None))
     wait_for("the webhook to admit on the new intent", lambda: _admission_labels(
         webhook, hooked_ns, {"apiVersion": "apps/v1", "kind": "ReplicaSet", **rs}).get(
         "compactor.dev/policy") == "other-policy", timeout=20, interval=0.2)
@@ -265,9 +263,32 @@ async def test_200_concurrent_admissions_cost_one_get_per_owner_on_the_real_api(
                                          for _ in range(200)))
     await reader.close()
     assert all("patch" in a.json()["response"] for a in answers)
-    # The namespace and the ReplicaSet: the Deployment controller copies the Deployment's
-    # annotations (the intent among them) onto its ReplicaSets, so the walk stops there.
-    assert reader.requests == 2
+    # The namespace, the ReplicaSet and the Deployment, once each: the ReplicaSet's copy of
+    # the Deployment's annotations is never read for intent, so the walk goes on to the top.
+    assert reader.requests == 3
+
+
+HOSTILE = ["web?watch=true", "x#frag", "%2e%2e", "..", "a/b"]
+
+
+def test_owner_references_cannot_steer_the_processs_requests(
+        webhook: RunningWebhook, kube: Kube, hooked_ns: str) -> None:
+    """Owner names and apiVersions that would have become a query, a fragment, a climb to a
+    collection: the running webhook sends no request for them and counts each."""
+    wait_for("the Namespace watch", lambda: webhook_metric(
+        webhook, "compactor_owner_watch_synced", kind="Namespace") == 1)
+    gets = webhook_metric(webhook, "compactor_owner_api_requests_total")
+    invalid = webhook_metric(webhook, "compactor_owner_lookups_total", result="invalid")
+    refs = [OwnerRef("apps/v1", "ReplicaSet", name, "u") for name in HOSTILE]
+    refs.append(OwnerRef("apps/../v1", "ReplicaSet", "web", "u"))
+    refs.append(OwnerRef("apps/v1/../../api/v1", "ReplicaSet", "web", "u"))
+    for ref in refs:
+        body = review(pod(hooked_ns, ref), namespace=hooked_ns)
+        answer = httpx.post(f"{webhook.url}/mutate", content=body, verify=False, timeout=5)
+        assert answer.status_code == 200 and "patch" not in answer.json()["response"]
+    assert webhook_metric(webhook, "compactor_owner_api_requests_total") == gets
+    assert webhook_metric(webhook, "compactor_owner_lookups_total",
+                          result="invalid") == invalid + len(refs)
 
 
 def _can(kube: Kube, verb: str, resource: str, group: str = "", namespace: str = "shop",

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from compaction.intent import intent_for
 from compaction.policy import parse_policy
 from compaction.workload import WorkloadType
-from controller.pods import OwnerIndex, is_protected, pod_patch
+from controller.pods import OwnerIndex, is_protected, pod_patch, stale_copies
 from controller.status import Condition, policy_conditions, render_conditions
-from controller.workloads import desired_policy, workload_object, workload_patch
+from controller.workloads import WorkloadObject, desired_policy, workload_object, workload_patch
 
 POLICY = parse_policy({"metadata": {"name": "p"}, "spec": {}})
-INTENT = intent_for(POLICY)
+INTENT = intent_for(POLICY, WorkloadType.DEPLOYMENT)
+LABELS = {"compactor.dev/policy": "p", "compactor.dev/workload-kind": "Deployment"}
 
 
 def _deploy(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
@@ -23,35 +26,48 @@ def _deploy(labels: dict[str, str] | None = None, annotations: dict[str, str] | 
             "spec": {"template": {"metadata": {"labels": {"app": "web"}}}}}
 
 
+def _workload(kind: WorkloadType, obj: dict[str, Any]) -> WorkloadObject:
+    w = workload_object(kind, obj, {})
+    assert w is not None
+    return w
+
+
 def test_unlabelled_workload_gets_label_and_intent_in_metadata_only() -> None:
-    w = workload_object(WorkloadType.DEPLOYMENT, _deploy(), {})
+    w = _workload(WorkloadType.DEPLOYMENT, _deploy())
     assert workload_patch(w, INTENT) == {"metadata": {
         "labels": {"compactor.dev/policy": "p"},
         "annotations": {"compactor.dev/intent": INTENT.render()}}}
 
 
 def test_converged_workload_needs_no_patch_and_stale_one_is_cleaned() -> None:
-    done = workload_object(WorkloadType.DEPLOYMENT, _deploy(
-        {"compactor.dev/policy": "p"}, {"compactor.dev/intent": INTENT.render()}), {})
+    done = _workload(WorkloadType.DEPLOYMENT, _deploy(
+        {"compactor.dev/policy": "p"}, {"compactor.dev/intent": INTENT.render()}))
     assert workload_patch(done, INTENT) is None
     assert workload_patch(done, None) == {"metadata": {
         "labels": {"compactor.dev/policy": None}, "annotations": {"compactor.dev/intent": None}}}
-    assert workload_patch(workload_object(WorkloadType.DEPLOYMENT, _deploy(), {}), None) is None
+    assert workload_patch(_workload(WorkloadType.DEPLOYMENT, _deploy()), None) is None
 
 
-def test_jobs_of_cronjobs_follow_their_owner_instead_of_being_labelled() -> None:
-    job = workload_object(WorkloadType.JOB, _deploy(owners=[
-        {"kind": "CronJob", "name": "c", "controller": True}]), {})
-    assert desired_policy([POLICY], job) is None
-    plain_job = workload_object(WorkloadType.JOB, _deploy(), {})
-    assert desired_policy([POLICY], plain_job) == POLICY
+OWNED_JOBS = [("CronJob", False), ("AnalysisRun", False), ("Workflow", True), (None, True)]
+
+
+@pytest.mark.parametrize(("owner", "is_one"), OWNED_JOBS,
+                         ids=[str(o) for o, _ in OWNED_JOBS])
+def test_a_job_is_a_workload_unless_a_cronjob_or_analysisrun_made_it(
+        owner: str | None, is_one: bool) -> None:
+    refs = [{"kind": owner, "name": "c", "controller": True}] if owner else []
+    job = workload_object(WorkloadType.JOB, _deploy(owners=refs), {})
+    assert (job is not None) is is_one
+    if job is not None:
+        # workloadTypes: [Job] covers it; a CronJob's Job is covered by the CronJob only.
+        assert desired_policy([POLICY], job) == POLICY
 
 
 def test_template_opt_out_is_read_from_the_cronjob_job_template() -> None:
     cron = _deploy()
     cron["spec"] = {"jobTemplate": {"spec": {"template": {"metadata": {"labels": {
         "compactor.dev/ignore": "true"}}}}}}
-    assert desired_policy([POLICY], workload_object(WorkloadType.CRON_JOB, cron, {})) is None
+    assert desired_policy([POLICY], _workload(WorkloadType.CRON_JOB, cron)) is None
 
 
 def _pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
@@ -63,35 +79,90 @@ def _pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | Non
                                               "controller": True}]}, "spec": spec}
 
 
-def test_pod_is_patched_in_place_with_label_and_intent() -> None:
+def test_pod_is_patched_in_place_with_labels_and_intent() -> None:
     assert pod_patch(_pod(), INTENT, suppressed=False) == {"metadata": {
-        "labels": {"compactor.dev/policy": "p"},
-        "annotations": {"compactor.dev/intent": INTENT.render()}}}
+        "labels": LABELS, "annotations": {"compactor.dev/intent": INTENT.render()}}}
 
 
 def test_suppression_and_protection_markers_follow_the_workload_and_pod() -> None:
     done = {"compactor.dev/intent": INTENT.render()}
-    patch = pod_patch(_pod({"compactor.dev/policy": "p"}, annotations={
+    patch = pod_patch(_pod(LABELS, annotations={
         "cluster-autoscaler.kubernetes.io/safe-to-evict": "false", **done}), INTENT, True)
     assert patch == {"metadata": {"labels": {"compactor.dev/suppressed": "true",
                                              "compactor.dev/protected": "true"}}}
-    lifted = _pod({"compactor.dev/suppressed": "true", "compactor.dev/policy": "p"}, done)
+    lifted = _pod({"compactor.dev/suppressed": "true", **LABELS}, done)
     assert pod_patch(lifted, INTENT, False) == {"metadata": {"labels": {
         "compactor.dev/suppressed": None}}}
 
 
-def test_placeholder_priorities_below_minus_ten_are_protected() -> None:
-    assert is_protected(_pod(priority=-11))
-    assert not is_protected(_pod(priority=-10))
-    assert is_protected(_pod(annotations={
-        "cluster-autoscaler.kubernetes.io/safe-to-evict": "on-completion"}))
+def test_a_pod_without_a_policy_loses_every_label_of_ours() -> None:
+    assert pod_patch(_pod(LABELS, {"compactor.dev/intent": INTENT.render()}), None, False) == {
+        "metadata": {"labels": {"compactor.dev/policy": None,
+                                "compactor.dev/workload-kind": None},
+                     "annotations": {"compactor.dev/intent": None}}}
 
 
-def test_owner_index_walks_replicaset_to_deployment() -> None:
-    rs = {"metadata": {"name": "web-1", "namespace": "shop", "ownerReferences": [
-        {"kind": "Deployment", "name": "web", "controller": True}]}}
-    index = OwnerIndex.build([("ReplicaSet", rs)])
+@pytest.mark.parametrize("priority", [-10, -11, -2_000_000])
+def test_placeholders_at_or_below_minus_ten_are_never_patched(priority: int) -> None:
+    assert pod_patch(_pod(priority=priority), INTENT, suppressed=True) is None
+    assert pod_patch(_pod(LABELS, priority=priority), None, suppressed=False) is None
+    assert pod_patch(_pod(priority=-9), INTENT, suppressed=False) is not None
+
+
+def test_safe_to_evict_false_or_on_completion_is_protected() -> None:
+    for value in ("false", "on-completion"):
+        assert is_protected(_pod(annotations={
+            "cluster-autoscaler.kubernetes.io/safe-to-evict": value}))
+    assert not is_protected(_pod(annotations={
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}))
+    assert not is_protected(_pod(priority=-10))  # a placeholder is simply never labelled
+
+
+def _rs(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "web-1", "namespace": "shop", "annotations": annotations or {},
+                         "ownerReferences": [{"kind": "Deployment", "name": "web",
+                                              "controller": True}]}}
+
+
+def test_owner_index_walks_replicaset_to_its_deployment_workload() -> None:
+    index = OwnerIndex.build([("ReplicaSet", _rs())])
     assert index.chain(_pod()) == [("ReplicaSet", "shop", "web-1"), ("Deployment", "shop", "web")]
+    assert index.workload(_pod()) == (("Deployment", "shop", "web"), "ReplicaSet")
+    orphan = OwnerIndex.build([])
+    assert orphan.workload(_pod()) is None  # a ReplicaSet is never a workload itself
+
+
+def test_cronjob_job_pods_belong_to_the_cronjob() -> None:
+    job = {"metadata": {"name": "nightly-1", "namespace": "shop", "ownerReferences": [
+        {"kind": "CronJob", "name": "nightly", "controller": True}]}}
+    pod = _pod()
+    pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "nightly-1",
+                                           "controller": True}]
+    index = OwnerIndex.build([("Job", job)])
+    assert index.workload(pod) == (("CronJob", "shop", "nightly"), "Job")
+    assert OwnerIndex.build([]).workload(pod) == (("Job", "shop", "nightly-1"), "Job")
+
+
+STALE = [
+    ("copy-matches", {"compactor.dev/intent": "A"}, {"compactor.dev/intent": "A"}, []),
+    ("workload-dropped-it", {"compactor.dev/intent": "A"}, {}, ["compactor.dev/intent"]),
+    ("workload-changed-it", {"compactor.dev/intent": "A"}, {"compactor.dev/intent": "B"},
+     ["compactor.dev/intent"]),
+    ("state-copy", {"compactor.dev/convergence": "{}", "other": "x"}, {"other": "y"},
+     ["compactor.dev/convergence"]),
+    ("nothing-of-ours", {"deployment.kubernetes.io/revision": "3"}, {}, []),
+]
+
+
+@pytest.mark.parametrize(("copy", "workload", "removed"), [c[1:] for c in STALE],
+                         ids=[c[0] for c in STALE])
+def test_stale_copies_on_a_replicaset_are_removed_only_if_still_stale(
+        copy: dict[str, str], workload: dict[str, str], removed: list[str]) -> None:
+    ops = stale_copies(copy, workload)
+    assert [op["op"] for op in ops] == ["test", "remove"] * len(removed)
+    paths = ["/metadata/annotations/" + k.replace("/", "~1") for k in removed]
+    assert [op["path"] for op in ops if op["op"] == "remove"] == paths
+    assert [op["value"] for op in ops if op["op"] == "test"] == [copy[k] for k in removed]
 
 
 def test_condition_transition_time_moves_only_when_status_flips() -> None:
@@ -107,6 +178,14 @@ def test_condition_transition_time_moves_only_when_status_flips() -> None:
 def test_scheduler_readiness_depends_on_mode() -> None:
     external = parse_policy({"metadata": {"name": "e"}, "spec": {"scheduler": {
         "useManagedScheduler": False, "externalSchedulerName": "x"}}})
-    assert policy_conditions(external, False, True, 1)[1].reason == "External"
-    assert policy_conditions(POLICY, False, True, 1)[1].status is False
-    assert policy_conditions(POLICY, True, True, 0)[2].reason == "Suspended"
+    assert policy_conditions(external, False, 3, 1)[1].reason == "External"
+    assert policy_conditions(POLICY, False, 3, 1)[1].status is False
+
+
+def test_descheduler_readiness_says_why_it_cannot_run() -> None:
+    assert policy_conditions(POLICY, True, None, 1)[2].reason == "Progressing"
+    assert policy_conditions(POLICY, True, 3, 0)[2].reason == "Suspended"
+    no_pool = policy_conditions(POLICY, True, 0, 4)[2]
+    assert (no_pool.status, no_pool.reason) == (False, "NoMatchingNodes")
+    assert "spec.descheduler.nodeSelector" in no_pool.message
+    assert policy_conditions(POLICY, True, 3, 4)[2].reason == "Scheduled"

@@ -10,6 +10,7 @@ import pytest
 from compaction.intent import intent_for
 from compaction.policy import parse_policy
 from compaction.selector import LabelSelector, Operator, requirement
+from compaction.workload import WorkloadType
 from controller.convergence import (
     ConvergenceState,
     fingerprint,
@@ -19,7 +20,8 @@ from controller.convergence import (
 )
 
 POLICY = parse_policy({"metadata": {"name": "p"}, "spec": {"setLabelsByEviction": True}})
-INTENT = intent_for(POLICY)
+INTENT = intent_for(POLICY, WorkloadType.DEPLOYMENT)
+DEPLOYMENT = WorkloadType.DEPLOYMENT
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 
 
@@ -37,7 +39,7 @@ def _pod(**over: Any) -> dict[str, Any]:
 
 
 def _compliant() -> dict[str, Any]:
-    return _pod(metadata__labels={"compactor.dev/policy": "p"},
+    return _pod(metadata__labels=dict(INTENT.labels),
                 metadata__annotations={"compactor.dev/intent": INTENT.render()},
                 spec__schedulerName="compactor-scheduler")
 
@@ -61,7 +63,8 @@ SKIPS = [
     ("kube-system", {"metadata__namespace": "kube-system"}, "protected namespace"),
     ("safe-to-evict", {"metadata__annotations": {
         "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}}, "safe-to-evict"),
-    ("placeholder", {"spec__priority": -11}, "placeholder"),
+    ("placeholder", {"spec__priority": -10}, "placeholder"),
+    ("below-placeholder", {"spec__priority": -11}, "placeholder"),
     ("critical", {"spec__priorityClassName": "system-node-critical"}, "system critical"),
     ("local-storage", {"spec__volumes": [{"name": "v", "emptyDir": {}}]}, "local storage"),
     ("pvc", {"spec__volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]},
@@ -72,19 +75,37 @@ SKIPS = [
 @pytest.mark.parametrize(("over", "reason"), [(o, r) for _, o, r in SKIPS],
                          ids=[i for i, _, _ in SKIPS])
 def test_pods_the_hook_never_replaces(over: dict[str, Any], reason: str) -> None:
-    assert skip_reason(_pod(**over), POLICY, {}, LabelSelector(), "Deployment") == reason
+    assert skip_reason(_pod(**over), POLICY, {}, LabelSelector(), DEPLOYMENT) == reason
+
+
+# The reference's workload table: only Deployment and StatefulSet Pods are evicted, DaemonSet
+# Pods only with evictDaemonSetPods.
+EVICTABLE = {WorkloadType.DEPLOYMENT: True, WorkloadType.STATEFUL_SET: True,
+             WorkloadType.DAEMON_SET: False, WorkloadType.CRON_JOB: False,
+             WorkloadType.JOB: False, WorkloadType.ROLLOUT: False,
+             WorkloadType.ANALYSIS_RUN: False, WorkloadType.STRIMZI_POD_SET: False,
+             WorkloadType.MODEL: False}
+
+
+@pytest.mark.parametrize("kind", list(WorkloadType), ids=[k.value for k in WorkloadType])
+def test_the_hook_follows_the_eviction_table(kind: WorkloadType) -> None:
+    reason = skip_reason(_pod(), POLICY, {}, LabelSelector(), kind)
+    assert (reason is None) is EVICTABLE[kind]
+    if not EVICTABLE[kind]:
+        assert reason == f"{kind.value} pods are not evicted"
 
 
 def test_daemonset_pods_and_node_selector_follow_the_policy() -> None:
-    assert skip_reason(_pod(), POLICY, {}, LabelSelector(), "DaemonSet") == "daemonset pod"
     sel = LabelSelector((requirement("pool", Operator.IN, "batch"),))
-    assert skip_reason(_pod(), POLICY, {"pool": "web"}, sel, "Deployment") == (
+    assert skip_reason(_pod(), POLICY, {"pool": "web"}, sel, DEPLOYMENT) == (
         "node outside nodeSelector")
-    assert skip_reason(_pod(), POLICY, {"pool": "batch"}, sel, "Deployment") is None
+    assert skip_reason(_pod(), POLICY, {"pool": "batch"}, sel, DEPLOYMENT) is None
     allowing = parse_policy({"metadata": {"name": "p"}, "spec": {"descheduler": {
         "defaultEvictor": {"evictDaemonSetPods": True, "evictLocalStoragePods": True}}}})
     local = _pod(spec__volumes=[{"name": "v", "emptyDir": {}}])
-    assert skip_reason(local, allowing, {}, LabelSelector(), "DaemonSet") is None
+    assert skip_reason(local, allowing, {}, LabelSelector(), WorkloadType.DAEMON_SET) is None
+    assert skip_reason(_pod(), allowing, {}, LabelSelector(), WorkloadType.JOB) == (
+        "Job pods are not evicted")
 
 
 def test_fingerprint_depends_on_workload_intent_and_observed_state_only() -> None:

@@ -46,6 +46,8 @@ def test_label_selector_is_the_policy_label_and_the_evictors_own_selector() -> N
         "labelSelector": {"matchLabels": {"tier": "worker"}}}}}), {})
     assert _args(doc, "DefaultEvictor")["labelSelector"] == {"matchExpressions": [
         {"key": "compactor.dev/policy", "operator": "In", "values": ["pack"]},
+        {"key": "compactor.dev/workload-kind", "operator": "In",
+         "values": ["Deployment", "StatefulSet"]},
         {"key": "compactor.dev/suppressed", "operator": "DoesNotExist"},
         {"key": "compactor.dev/protected", "operator": "DoesNotExist"},
         {"key": "tier", "operator": "In", "values": ["worker"]},
@@ -68,15 +70,40 @@ def test_evictor_flags_become_pod_protections_not_deprecated_booleans(
                 "ignorePvcPods"} & set(args)
 
 
+def test_daemonset_pods_are_evictable_only_when_the_policy_says_so() -> None:
+    doc = render_descheduler_policy(_p({"descheduler": {"defaultEvictor": {
+        "evictDaemonSetPods": True}}}), {})
+    kinds = _args(doc, "DefaultEvictor")["labelSelector"]["matchExpressions"][1]
+    assert kinds == {"key": "compactor.dev/workload-kind", "operator": "In",
+                     "values": ["DaemonSet", "Deployment", "StatefulSet"]}
+
+
+def test_plugin_sets_use_the_v1alpha2_json_keys() -> None:
+    plugins = render_descheduler_policy(_p({}), {})["profiles"][0]["plugins"]
+    assert set(plugins) <= {"presort", "sort", "deschedule", "balance", "filter",
+                            "preevictionfilter"}
+
+
 def test_node_selector_wildcards_are_expanded_against_observed_node_labels() -> None:
     policy = parse_policy(reference_policies()["batch-pool-compaction"])
     observed = {"cloud.google.com/gke-nodepool": ["batch-a", "web", "batch-b"]}
     doc = render_descheduler_policy(policy, observed)
     assert doc["nodeSelector"] == "cloud.google.com/gke-nodepool in (batch-a,batch-b)"
+    # nodeFit judges the pool's nodes only: the evictor gets the same selector.
+    assert _args(doc, "DefaultEvictor")["nodeSelector"] == doc["nodeSelector"]
     # A new pool appearing changes the rendering, so the controller re-renders on node changes.
     observed["cloud.google.com/gke-nodepool"].append("batch-c")
     assert render_descheduler_policy(policy, observed)["nodeSelector"].endswith(
         "(batch-a,batch-b,batch-c)")
+
+
+def test_a_pool_pattern_matching_no_node_renders_a_selector_that_parses_and_matches_none() -> None:
+    policy = parse_policy(reference_policies()["batch-pool-compaction"])
+    doc = render_descheduler_policy(policy, {"cloud.google.com/gke-nodepool": ["web"]})
+    key = "cloud.google.com/gke-nodepool"
+    assert doc["nodeSelector"] == f"{key},!{key}"
+    assert "*" not in doc["nodeSelector"]
+    assert _args(doc, "DefaultEvictor")["nodeSelector"] == doc["nodeSelector"]
 
 
 def test_cronjob_runs_once_per_interval_forbids_overlap_and_is_owned_by_the_policy() -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from compaction.intent import Intent, IntentError, intent_for, parse_intent
 from compaction.policy import parse_policy
+from compaction.workload import WorkloadType
 
 
 def test_rendered_form_is_compact_with_stable_key_order() -> None:
@@ -22,7 +23,9 @@ def test_rendered_form_is_compact_with_stable_key_order() -> None:
 def test_descheduler_only_intent_has_no_scheduler_name() -> None:
     p = parse_policy({"metadata": {"name": "d"}, "spec": {"scheduler": {
         "useManagedScheduler": False}}})
-    text = intent_for(p).render()
+    text = intent_for(p, WorkloadType.JOB).render()
+    assert orjson.loads(text)["labels"] == {"compactor.dev/policy": "d",
+                                            "compactor.dev/workload-kind": "Job"}
     assert "schedulerName" not in orjson.loads(text)
     parsed = parse_intent(text)
     assert parsed.intent is not None and parsed.intent.scheduler_name is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.unit.webhook_fakes import RS, FakeApi, deployment_chain
@@ -39,3 +41,38 @@ async def test_cache_is_bounded() -> None:
     for i in range(50):
         await cache.namespace(f"ns-{i}")
     assert len(cache) == 10
+
+
+@pytest.mark.asyncio
+async def test_a_caller_joining_a_lookup_keeps_its_own_budget() -> None:
+    """The first caller gives up early; the one that joined its GET still gets the answer."""
+    api = FakeApi(delay=0.2)
+    deployment_chain(api)
+    cache = OwnerCache(api.get, Metrics())
+
+    async def impatient() -> None:
+        async with asyncio.timeout(0.05):
+            await cache.resolve("shop", RS)
+
+    first = asyncio.create_task(impatient())
+    await asyncio.sleep(0.01)  # the first caller's GET is in flight
+    patient = asyncio.create_task(cache.resolve("shop", RS))
+    with pytest.raises(TimeoutError):
+        await first
+    found = await patient
+    assert found is not None and found.owner_kind == "Deployment"
+    assert api.gets.count("/apis/apps/v1/namespaces/shop/replicasets/web-abc") == 1
+
+
+@pytest.mark.asyncio
+async def test_a_lookup_nobody_waits_for_any_more_still_fills_the_cache() -> None:
+    api = FakeApi(delay=0.05)
+    deployment_chain(api)
+    cache = OwnerCache(api.get, Metrics())
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await cache.resolve("shop", RS)
+    await asyncio.sleep(0.2)
+    assert await cache.resolve("shop", RS) is not None
+    # The ReplicaSet's GET, abandoned by its caller, was answered into the cache.
+    assert api.gets.count("/apis/apps/v1/namespaces/shop/replicasets/web-abc") == 1

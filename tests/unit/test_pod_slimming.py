@@ -35,7 +35,7 @@ def _policy(**evictor: bool) -> Any:
 
 POLICIES = [_policy(), _policy(evictLocalStoragePods=True, ignorePvcPods=True,
                                evictSystemCriticalPods=True)]
-INTENT = intent_for(POLICIES[0])
+INTENT = intent_for(POLICIES[0], WorkloadType.DEPLOYMENT)
 
 
 def _pod(volumes: list[dict[str, Any]], priority: int | None, annotations: dict[str, str],
@@ -65,7 +65,7 @@ def _pod(volumes: list[dict[str, Any]], priority: int | None, annotations: dict[
 
 PODS = [_pod(*combo) for combo in itertools.product(
     [[], [{"name": "d", "emptyDir": {}}], [{"name": "c", "persistentVolumeClaim": {}}]],
-    [None, -20, 2_000_001_000],
+    [None, -10, -20, 2_000_001_000],
     [{}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}],
     ["default-scheduler", "compactor-scheduler"],
     ["True", "False"],
@@ -78,8 +78,8 @@ def test_every_decision_on_a_slim_pod_equals_the_one_on_the_whole_pod(pod: dict[
     assert "containers" not in slim["spec"] and "managedFields" not in slim["metadata"]
     for policy in POLICIES:
         for selector in (LabelSelector(), LabelSelector((requirement("zone", Operator.IN, "a"),))):
-            assert skip_reason(slim, policy, {"zone": "a"}, selector, "Deployment") == \
-                skip_reason(pod, policy, {"zone": "a"}, selector, "Deployment")
+            assert skip_reason(slim, policy, {"zone": "a"}, selector, WorkloadType.DEPLOYMENT) == \
+                skip_reason(pod, policy, {"zone": "a"}, selector, WorkloadType.DEPLOYMENT)
     assert is_compliant(slim, INTENT) == is_compliant(pod, INTENT)
     assert is_protected(slim) == is_protected(pod)
     assert fingerprint("w", INTENT, slim) == fingerprint("w", INTENT, pod)
@@ -89,6 +89,7 @@ def test_every_decision_on_a_slim_pod_equals_the_one_on_the_whole_pod(pod: dict[
         assert pod_patch(slim, INTENT, suppressed) == pod_patch(pod, INTENT, suppressed)
     workload = workload_object(WorkloadType.DEPLOYMENT, {
         "metadata": {"namespace": "shop", "name": "web"}, "spec": {"replicas": 1}}, {})
+    assert workload is not None
     assert settled(workload, [slim]) == settled(workload, [pod])
 
 

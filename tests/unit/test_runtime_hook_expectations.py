@@ -20,9 +20,11 @@ POLICY = parse_policy({
     "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
     "metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
     "spec": {"setLabelsByEviction": True}})
-WORKLOAD = workload_object(WorkloadType.DEPLOYMENT, {
+_WORKLOAD = workload_object(WorkloadType.DEPLOYMENT, {
     "metadata": {"namespace": "shop", "name": "web", "uid": "w1"},
     "spec": {"replicas": 2}}, {})
+assert _WORKLOAD is not None
+WORKLOAD = _WORKLOAD
 
 
 def pod(name: str, scheduler: str = "default-scheduler") -> dict[str, Any]:
@@ -52,15 +54,15 @@ async def test_hook_with_a_recording_api_waits_until_its_eviction_shows_in_the_c
                        intent_grace=datetime.timedelta(0))
     selector = POLICY.descheduler.node_selector
     stale = [pod("a"), pod("b")]
-    await hook.step(WORKLOAD, POLICY, stale, "Deployment", {"n1": {}}, selector)
+    await hook.step(WORKLOAD, POLICY, stale, {"n1": {}}, selector)
     assert api.evictions == ["a"]
     # The cache has not seen the eviction yet: both Pods still look Running and Ready.
-    await hook.step(WORKLOAD, POLICY, stale, "Deployment", {"n1": {}}, selector)
+    await hook.step(WORKLOAD, POLICY, stale, {"n1": {}}, selector)
     assert api.evictions == ["a"]
     # Now it has: "a" is gone and its replacement runs compliant; "b" is next.
     fresh = [pod("a2", "compactor-scheduler"), pod("b")]
-    intent = intent_for(POLICY)
+    intent = intent_for(POLICY, WorkloadType.DEPLOYMENT)
     fresh[0]["metadata"].update(labels=dict(intent.labels),
                                 annotations={"compactor.dev/intent": intent.render()})
-    await hook.step(WORKLOAD, POLICY, fresh, "Deployment", {"n1": {}}, selector)
+    await hook.step(WORKLOAD, POLICY, fresh, {"n1": {}}, selector)
     assert api.evictions == ["a", "b"]

@@ -79,4 +79,7 @@ def test_wildcard_in_matching_nothing_still_matches_nothing() -> None:
                wildcards=True)
     expanded = sel.expand_wildcards({"pool": ["web"]})
     assert not expanded.matches({"pool": "web"})
+    assert not expanded.matches({"pool": "batch-*"})
     assert not expanded.matches({})
+    # The form the descheduler's label parser accepts: no '*' in a value.
+    assert expanded.render() == "pool,!pool"

@@ -98,11 +98,28 @@ async def test_job_pod_falls_back_to_the_annotated_cronjob(api: FakeApi, hook: H
 
 
 @pytest.mark.asyncio
-async def test_nearest_annotated_owner_wins(api: FakeApi, hook: Harness) -> None:
-    near = Intent("near", {"compactor.dev/policy": "near"}, "other-scheduler")
-    api.add("shop", RS, {"compactor.dev/intent": near.render()}, parent=DEPLOY)
+async def test_a_replicasets_copy_of_intent_is_never_read(api: FakeApi, hook: Harness) -> None:
+    stale = Intent("old", {"compactor.dev/policy": "old"}, "other-scheduler")
+    api.add("shop", RS, {"compactor.dev/intent": stale.render()}, parent=DEPLOY)
     ops = await hook.patch(review(pod()))
-    assert {"op": "add", "path": "/spec/schedulerName", "value": "other-scheduler"} in ops
+    assert {"op": "add", "path": "/spec/schedulerName", "value": "compactor-scheduler"} in ops
+    # The Deployment dropped its intent: the ReplicaSet's stale copy must not be used.
+    api.add("shop", DEPLOY, {})
+    hook.webhook.cache._cache.clear()
+    assert await hook.patch(review(pod())) == []
+
+
+@pytest.mark.asyncio
+async def test_a_cronjobs_job_is_never_read_for_intent(api: FakeApi, hook: Harness) -> None:
+    cron = OwnerRef("batch/v1", "CronJob", "nightly", "uid-cron")
+    job = OwnerRef("batch/v1", "Job", "nightly-123", "uid-job")
+    api.add("shop", cron, {})
+    api.add("shop", job, {"compactor.dev/intent": INTENT.render()}, parent=cron)
+    assert await hook.patch(review(pod(owner=job))) == []
+    standalone = OwnerRef("batch/v1", "Job", "once", "uid-once")
+    api.add("shop", standalone, {"compactor.dev/intent": INTENT.render()})
+    assert any(op["path"] == "/spec/schedulerName"
+               for op in await hook.patch(review(pod(owner=standalone))))
 
 
 SKIPS = [
@@ -174,6 +191,56 @@ async def test_malformed_bodies_get_a_clear_http_error(hook: Harness, body: byte
     resp = await hook.client.post("/mutate", content=body)
     assert resp.status_code == status
     assert resp.json()["error"]
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (b"{nope", "malformed_review"), (b"{" + b" " * (3 * 1024 * 1024 + 1) + b"}", "too_large")])
+@pytest.mark.asyncio
+async def test_rejected_bodies_are_counted(hook: Harness, body: bytes, reason: str) -> None:
+    await hook.client.post("/mutate", content=body)
+    assert await hook.metric("compactor_admission_rejected_total", reason=reason) == 1
+    assert await hook.metric("compactor_admission_requests_total", outcome="rejected") == 1
+
+
+HOSTILE_REFS = [
+    ("query-in-name", OwnerRef("apps/v1", "ReplicaSet", "web?watch=true", "u")),
+    ("fragment-in-name", OwnerRef("apps/v1", "ReplicaSet", "x#frag", "u")),
+    ("escaped-dots", OwnerRef("apps/v1", "ReplicaSet", "%2e%2e", "u")),
+    ("dot-dot", OwnerRef("apps/v1", "ReplicaSet", "..", "u")),
+    ("slash-in-name", OwnerRef("apps/v1", "ReplicaSet", "a/b", "u")),
+    ("upper-case", OwnerRef("apps/v1", "ReplicaSet", "Web", "u")),
+    ("too-long", OwnerRef("apps/v1", "ReplicaSet", "x" * 254, "u")),
+    ("climbing-api-version", OwnerRef("apps/../v1", "ReplicaSet", "web-abc", "u")),
+    ("path-in-api-version", OwnerRef("apps/v1/namespaces/x/../..", "ReplicaSet", "web", "u")),
+]
+
+
+@pytest.mark.parametrize("ref", [r for _, r in HOSTILE_REFS], ids=[i for i, _ in HOSTILE_REFS])
+@pytest.mark.asyncio
+async def test_an_owner_reference_cannot_steer_the_lookup(api: FakeApi, hook: Harness,
+                                                          ref: OwnerRef) -> None:
+    assert await hook.patch(review(pod(owner=ref))) == []
+    assert api.gets == ["/api/v1/namespaces/shop"], "nothing but the namespace was asked for"
+    assert await hook.metric("compactor_owner_lookups_total", result="invalid") == 1
+    assert await hook.metric("compactor_admission_failed_open_total",
+                             reason="invalid_owner") == 1
+
+
+@pytest.mark.asyncio
+async def test_a_dotted_owner_name_is_a_valid_lookup(api: FakeApi, hook: Harness) -> None:
+    dotted = OwnerRef("apps/v1", "ReplicaSet", "web.v2-abc", "uid-dotted")
+    api.add("shop", dotted, parent=DEPLOY)
+    assert await hook.patch(review(pod(owner=dotted)))
+    assert "/apis/apps/v1/namespaces/shop/replicasets/web.v2-abc" in api.gets
+
+
+@pytest.mark.asyncio
+async def test_another_groups_kind_of_the_same_name_is_not_followed(api: FakeApi,
+                                                                    hook: Harness) -> None:
+    foreign = OwnerRef("example.com/v1", "ReplicaSet", "web-abc", "uid-rs")
+    assert await hook.patch(review(pod(owner=foreign))) == []
+    assert api.gets == ["/api/v1/namespaces/shop"]
+    assert await hook.metric("compactor_owner_lookups_total", result="invalid") == 0
 
 
 @pytest.mark.asyncio

@@ -18,7 +18,7 @@ from webhook.metrics import Metrics
 from webhook.owners import OwnerCache, OwnerRecord
 
 INTENT = Intent("p", {"compactor.dev/policy": "p"}, "compactor-scheduler")
-RS = Source("ReplicaSet", "apps/v1", "replicasets")
+RS = Source("ReplicaSet", "/apis/apps/v1/replicasets")
 
 
 def rs(name: str, uid: str, intent: Intent | None = INTENT, rv: str = "1") -> dict[str, Any]:

@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 
 from compaction.intent import Intent
-from webhook.owners import LookupFailed, owner_path
+from webhook.errors import LookupFailed
+from webhook.owners import namespace_path, owner_path
 from webhook.review import OwnerRef
 
 INTENT = Intent("web-policy", {"compactor.dev/policy": "web-policy"}, "compactor-scheduler")
@@ -40,10 +41,12 @@ class FakeApi:
             meta["ownerReferences"] = [{"apiVersion": parent.api_version, "kind": parent.kind,
                                         "name": parent.name, "uid": parent.uid,
                                         "controller": True}]
-        self.objects[owner_path(namespace, ref)] = {"metadata": meta}
+        url = owner_path(namespace, ref)
+        assert url is not None, f"{ref} is not an owner kind"
+        self.objects[url] = {"metadata": meta}
 
     def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
-        self.objects[f"/api/v1/namespaces/{name}"] = {
+        self.objects[namespace_path(name)] = {
             "metadata": {"name": name, "labels": labels or {}}}
 
 
