@@ -26,20 +26,6 @@ DEFAULT_WORKLOAD_TYPES: Final = (
     WorkloadType.DAEMON_SET, WorkloadType.MODEL,
 )
 
-# API group/version of each kind, for owner lookups and watches.
-API_VERSIONS: Final[Mapping[WorkloadType, str]] = {
-    WorkloadType.DEPLOYMENT: "apps/v1",
-    WorkloadType.STATEFUL_SET: "apps/v1",
-    WorkloadType.DAEMON_SET: "apps/v1",
-    WorkloadType.CRON_JOB: "batch/v1",
-    WorkloadType.JOB: "batch/v1",
-    WorkloadType.ROLLOUT: "argoproj.io/v1alpha1",
-    WorkloadType.ANALYSIS_RUN: "argoproj.io/v1alpha1",
-    WorkloadType.STRIMZI_POD_SET: "core.strimzi.io/v1beta2",
-    WorkloadType.MODEL: "kubeai.org/v1",
-}
-
-
 @dataclass(frozen=True)
 class Workload:
     """What scope matching looks at: kind, place, labels of workload, template and namespace."""
