@@ -1,28 +1,23 @@
-"""``ClusterCompactionPolicy``: the parsed, defaulted model and the parser that validates it.
+"""``ClusterCompactionPolicy``: the parsed model, with every default in one place.
 
-Defaults and field names follow the reference field table exactly; the one renamed field,
-``spec.scheduler.useKubexScheduler``, is read as an alias of ``useManagedScheduler``.
+Defaults and field names follow the reference field table exactly. ``compaction.validation``
+reads an object into this model, taking each default from here.
 """
 
 from __future__ import annotations
 
 import datetime
 import fnmatch
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 
 from compaction import names
-from compaction.cron import cron_problems
-from compaction.duration import parse_duration
-from compaction.problem import InvalidPolicy, Problem
-from compaction.selector import LabelSelector, parse_selector
+from compaction.selector import LabelSelector
 from compaction.workload import DEFAULT_WORKLOAD_TYPES, WorkloadType
 
 DEFAULT_INTERVAL: Final = "*/30 * * * *"
-DEFAULT_LOOP_WINDOW: Final = "15m"
-_INT32: Final = 2**31 - 1
+DEFAULT_LOOP_WINDOW: Final = datetime.timedelta(minutes=15)
 
 
 class NamespaceOperator(StrEnum):
@@ -110,9 +105,10 @@ class DeschedulerSpec:
     default_evictor: DefaultEvictor = DefaultEvictor()
     high_node_utilization: HighNodeUtilization = HighNodeUtilization()
     interval: str = DEFAULT_INTERVAL
-    loop_detection_window: datetime.timedelta = datetime.timedelta(minutes=15)
+    loop_detection_window: datetime.timedelta = DEFAULT_LOOP_WINDOW
     loop_detection_threshold: int = 3
-    suppression_duration: datetime.timedelta = datetime.timedelta(minutes=15)
+    # The reference: suppressionDuration defaults to loopDetectionWindow.
+    suppression_duration: datetime.timedelta = DEFAULT_LOOP_WINDOW
 
 
 @dataclass(frozen=True)
@@ -127,263 +123,3 @@ class Policy:
     scheduler: SchedulerSpec = SchedulerSpec()
     set_labels_by_eviction: bool = False
     descheduler: DeschedulerSpec = DeschedulerSpec()
-
-
-def parse_policy(obj: Mapping[str, Any]) -> Policy:
-    """The policy with defaults applied; raises InvalidPolicy listing every problem."""
-    reader = _Reader()
-    policy = reader.policy(obj)
-    if reader.problems:
-        raise InvalidPolicy(policy.name, reader.problems)
-    return policy
-
-
-def validate_policy(obj: Mapping[str, Any]) -> list[Problem]:
-    """Every problem of ``obj`` with its field path; empty when the policy is usable."""
-    reader = _Reader()
-    reader.policy(obj)
-    return reader.problems
-
-
-class _Reader:
-    """Reads one object field by field, defaulting what is absent and noting what is wrong."""
-
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-
-    def _err(self, path: str, message: str) -> None:
-        self.problems.append(Problem(path, message))
-
-    def _obj(self, raw: Mapping[str, Any], key: str, path: str,
-             known: frozenset[str]) -> Mapping[str, Any]:
-        value = raw.get(key)
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self._err(path, "must be an object")
-            return {}
-        for extra in sorted(set(value) - known):
-            self._err(f"{path}.{extra}", "unknown field")
-        return value
-
-    def _bool(self, raw: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
-        value = raw.get(key, default)
-        if not isinstance(value, bool):
-            self._err(path, f"must be true or false, not {value!r}")
-            return default
-        return value
-
-    def _int(self, raw: Mapping[str, Any], key: str, path: str, default: int,
-             lo: int = 0, hi: int = _INT32) -> int:
-        value = raw.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            self._err(path, f"must be a whole number, not {value!r}")
-            return default
-        if not lo <= value <= hi:
-            bound = f"at least {lo}" if hi == _INT32 else f"between {lo} and {hi}"
-            self._err(path, f"must be {bound}, not {value}")
-            return default
-        return value
-
-    def _percent(self, raw: Mapping[str, Any], key: str, path: str, default: float) -> float:
-        value = raw.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            self._err(path, f"must be a number from 0 to 100, not {value!r}")
-            return default
-        if not 0 <= value <= 100:
-            self._err(path, f"must be between 0 and 100, not {value}")
-            return default
-        return value
-
-    def _str(self, raw: Mapping[str, Any], key: str, path: str, default: str) -> str:
-        value = raw.get(key, default)
-        if not isinstance(value, str):
-            self._err(path, f"must be a string, not {value!r}")
-            return default
-        return value
-
-    def policy(self, obj: Mapping[str, Any]) -> Policy:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-        assert isinstance(meta, Mapping)
-        name = str(meta.get("name", ""))
-        self._name(name)
-        if obj.get("kind", names.POLICY_KIND) != names.POLICY_KIND:
-            self._err("kind", f"must be {names.POLICY_KIND}")
-        spec = self._obj(obj, "spec", "spec", frozenset(
-            {"scope", "enabled", "scheduler", "setLabelsByEviction", "descheduler", "weight"}))
-        return Policy(
-            name=name,
-            uid=str(meta.get("uid", "")),
-            generation=int(meta.get("generation", 0) or 0),
-            creation_timestamp=self._timestamp(meta.get("creationTimestamp")),
-            enabled=self._bool(spec, "enabled", "spec.enabled", True),
-            weight=self._int(spec, "weight", "spec.weight", 0, lo=-_INT32 - 1),
-            scope=self._scope(spec),
-            scheduler=self._scheduler(spec),
-            set_labels_by_eviction=self._bool(
-                spec, "setLabelsByEviction", "spec.setLabelsByEviction", False),
-            descheduler=self._descheduler(spec),
-        )
-
-    def _name(self, name: str) -> None:
-        if not name:
-            self._err("metadata.name", "is required")
-        elif len(name) > names.MAX_POLICY_NAME:
-            self._err("metadata.name", f"must be at most {names.MAX_POLICY_NAME} characters "
-                      f"(it names the CronJob {names.descheduler_name(name)!r}, max 52)")
-        elif not all(c.isascii() and (c.islower() or c.isdigit() or c == "-") for c in name) or (
-                name[0] == "-" or name[-1] == "-"):
-            self._err("metadata.name", "must be lower-case letters, digits and '-', "
-                      "starting and ending with a letter or digit")
-
-    def _timestamp(self, raw: Any) -> datetime.datetime | None:
-        if raw is None:
-            return None
-        if isinstance(raw, datetime.datetime):
-            return raw if raw.tzinfo else raw.replace(tzinfo=datetime.UTC)
-        try:
-            return datetime.datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
-        except ValueError:
-            self._err("metadata.creationTimestamp", f"not an RFC 3339 time: {raw!r}")
-            return None
-
-    def _scope(self, spec: Mapping[str, Any]) -> Scope:
-        raw = self._obj(spec, "scope", "spec.scope",
-                        frozenset({"labelSelector", "workloadTypes", "namespaceSelector"}))
-        label_selector = parse_selector(
-            raw.get("labelSelector"), "spec.scope.labelSelector", self.problems)
-        return Scope(
-            namespace_selector=self._namespace_selector(raw),
-            label_selector=label_selector or None,
-            workload_types=self._workload_types(raw),
-        )
-
-    def _namespace_selector(self, scope: Mapping[str, Any]) -> NamespaceSelector | None:
-        at = "spec.scope.namespaceSelector"
-        raw = self._obj(scope, "namespaceSelector", at, frozenset({"operator", "values"}))
-        if not raw:
-            return None
-        op_raw, values = raw.get("operator"), raw.get("values")
-        try:
-            op = NamespaceOperator(str(op_raw))
-        except ValueError:
-            self._err(f"{at}.operator", f"must be In or NotIn, not {op_raw!r}")
-            op = NamespaceOperator.IN
-        if (not isinstance(values, list) or not values
-                or not all(isinstance(v, str) and v for v in values)):
-            self._err(f"{at}.values", "must be a non-empty list of namespace names or patterns")
-            return None
-        return NamespaceSelector(op, tuple(values))
-
-    def _workload_types(self, scope: Mapping[str, Any]) -> tuple[WorkloadType, ...]:
-        at = "spec.scope.workloadTypes"
-        raw = scope.get("workloadTypes")
-        if raw is None:
-            return DEFAULT_WORKLOAD_TYPES
-        if not isinstance(raw, list) or not raw:
-            self._err(at, "must be a non-empty list of workload kinds")
-            return DEFAULT_WORKLOAD_TYPES
-        out: list[WorkloadType] = []
-        for i, item in enumerate(raw):
-            try:
-                kind = WorkloadType(item)
-            except ValueError:
-                allowed = ", ".join(t.value for t in WorkloadType)
-                self._err(f"{at}[{i}]", f"unknown workload type {item!r} (one of {allowed})")
-                continue
-            if kind not in out:
-                out.append(kind)
-        return tuple(out) or DEFAULT_WORKLOAD_TYPES
-
-    def _scheduler(self, spec: Mapping[str, Any]) -> SchedulerSpec:
-        at = "spec.scheduler"
-        raw = self._obj(spec, "scheduler", at, frozenset(
-            {"useManagedScheduler", "useKubexScheduler", "externalSchedulerName"}))
-        use = self._bool(raw, "useManagedScheduler", f"{at}.useManagedScheduler", True)
-        if "useKubexScheduler" in raw:
-            alias = self._bool(raw, "useKubexScheduler", f"{at}.useKubexScheduler", True)
-            if "useManagedScheduler" in raw and alias != use:
-                self._err(f"{at}.useKubexScheduler",
-                          "contradicts useManagedScheduler (it is an alias of it)")
-            use = alias if "useManagedScheduler" not in raw else use
-        external = self._str(raw, "externalSchedulerName", f"{at}.externalSchedulerName", "")
-        if external and use:
-            self._err(f"{at}.externalSchedulerName",
-                      "may only be set together with useManagedScheduler: false")
-        if external in (names.MANAGED_SCHEDULER,):
-            self._err(f"{at}.externalSchedulerName",
-                      f"{external!r} is the managed scheduler; set useManagedScheduler: true")
-        return SchedulerSpec(use_managed_scheduler=use, external_scheduler_name=external)
-
-    def _descheduler(self, spec: Mapping[str, Any]) -> DeschedulerSpec:
-        at = "spec.descheduler"
-        raw = self._obj(spec, "descheduler", at, frozenset({
-            "enabled", "nodeSelector", "maxNoOfPodsToEvictPerNode",
-            "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal", "defaultEvictor",
-            "highNodeUtilization", "interval", "loopDetectionWindow", "loopDetectionThreshold",
-            "suppressionDuration"}))
-        interval = self._str(raw, "interval", f"{at}.interval", DEFAULT_INTERVAL)
-        for message in cron_problems(interval):
-            self._err(f"{at}.interval", message)
-        window = self._duration(raw, "loopDetectionWindow", DEFAULT_LOOP_WINDOW)
-        suppression = (self._duration(raw, "suppressionDuration", DEFAULT_LOOP_WINDOW)
-                       if raw.get("suppressionDuration") else window)
-        return DeschedulerSpec(
-            enabled=self._bool(raw, "enabled", f"{at}.enabled", True),
-            node_selector=parse_selector(raw.get("nodeSelector"), f"{at}.nodeSelector",
-                                         self.problems, allow_wildcards=True),
-            max_pods_to_evict_per_node=self._int(
-                raw, "maxNoOfPodsToEvictPerNode", f"{at}.maxNoOfPodsToEvictPerNode", 1),
-            max_pods_to_evict_per_namespace=self._int(
-                raw, "maxNoOfPodsToEvictPerNamespace", f"{at}.maxNoOfPodsToEvictPerNamespace", 1),
-            max_pods_to_evict_total=self._int(
-                raw, "maxNoOfPodsToEvictTotal", f"{at}.maxNoOfPodsToEvictTotal", 1),
-            default_evictor=self._evictor(raw),
-            high_node_utilization=self._hnu(raw),
-            interval=interval,
-            loop_detection_window=window,
-            loop_detection_threshold=self._int(
-                raw, "loopDetectionThreshold", f"{at}.loopDetectionThreshold", 3, lo=1),
-            suppression_duration=suppression,
-        )
-
-    def _duration(self, raw: Mapping[str, Any], key: str, default: str) -> datetime.timedelta:
-        text = self._str(raw, key, f"spec.descheduler.{key}", default)
-        try:
-            return parse_duration(text)
-        except ValueError as e:
-            self._err(f"spec.descheduler.{key}", str(e))
-            return parse_duration(default)
-
-    def _evictor(self, desched: Mapping[str, Any]) -> DefaultEvictor:
-        at = "spec.descheduler.defaultEvictor"
-        raw = self._obj(desched, "defaultEvictor", at, frozenset({
-            "nodeFit", "evictSystemCriticalPods", "evictLocalStoragePods", "ignorePvcPods",
-            "evictDaemonSetPods", "labelSelector"}))
-        return DefaultEvictor(
-            node_fit=self._bool(raw, "nodeFit", f"{at}.nodeFit", True),
-            evict_system_critical_pods=self._bool(
-                raw, "evictSystemCriticalPods", f"{at}.evictSystemCriticalPods", False),
-            evict_local_storage_pods=self._bool(
-                raw, "evictLocalStoragePods", f"{at}.evictLocalStoragePods", False),
-            ignore_pvc_pods=self._bool(raw, "ignorePvcPods", f"{at}.ignorePvcPods", True),
-            evict_daemon_set_pods=self._bool(
-                raw, "evictDaemonSetPods", f"{at}.evictDaemonSetPods", False),
-            label_selector=parse_selector(
-                raw.get("labelSelector"), f"{at}.labelSelector", self.problems),
-        )
-
-    def _hnu(self, desched: Mapping[str, Any]) -> HighNodeUtilization:
-        at = "spec.descheduler.highNodeUtilization"
-        raw = self._obj(desched, "highNodeUtilization", at,
-                        frozenset({"numberOfNodes", "thresholds"}))
-        th = self._obj(raw, "thresholds", f"{at}.thresholds",
-                       frozenset({"cpu", "memory", "pods"}))
-        return HighNodeUtilization(
-            number_of_nodes=self._int(raw, "numberOfNodes", f"{at}.numberOfNodes", 0),
-            thresholds=Thresholds(
-                cpu=self._percent(th, "cpu", f"{at}.thresholds.cpu", 25),
-                memory=self._percent(th, "memory", f"{at}.thresholds.memory", 25),
-                pods=self._percent(th, "pods", f"{at}.thresholds.pods", 100),
-            ),
-        )

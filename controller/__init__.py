@@ -1,1 +1,2 @@
-"""The compaction controller: reconcilers, scheduler and descheduler rendering (issue 5)."""
+"""The compaction controller: each pass reads a snapshot (``reader``), decides with pure code
+(``plan``) and carries the plan out (``executor``); ``manager`` runs the passes."""

@@ -7,7 +7,7 @@ every non-2xx answer becomes an ``ApiError`` carrying the status, mapped here an
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 from kubernetes_asyncio import config as kube_config
@@ -39,7 +39,40 @@ class ApiError(Exception):
         return cls(int(e.status or 0), reason, message)
 
 
+class ReadApi(Protocol):
+    """What reading a snapshot needs."""
+
+    async def list(self, path: str, label_selector: str | None = None
+                   ) -> tuple[list[Obj], str]: ...
+
+    async def version(self) -> str: ...
+
+
+class WatchApi(Protocol):
+    """What a watch cache needs."""
+
+    async def list(self, path: str, label_selector: str | None = None
+                   ) -> tuple[list[Obj], str]: ...
+
+    def watch(self, path: str, resource_version: str,
+              timeout_seconds: int = 300) -> AsyncIterator[tuple[str, Obj]]: ...
+
+
+class WriteApi(Protocol):
+    """What carrying out a plan needs."""
+
+    async def create(self, path: str, obj: Obj) -> Obj: ...
+
+    async def patch(self, path: str, patch: Any, kind: str = "merge") -> Obj: ...
+
+    async def apply(self, path: str, obj: Obj) -> Obj: ...
+
+    async def delete(self, path: str) -> bool: ...
+
+
 class Api:
+    """The one implementation of those protocols, on kubernetes-asyncio."""
+
     def __init__(self, client: ApiClient) -> None:
         self.client = client
         self.requests = 0  # every request sent, watches included (for the metrics)

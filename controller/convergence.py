@@ -24,24 +24,23 @@ from compaction.policy import Policy
 from compaction.safety import evictable_kinds, is_placeholder, unsafe_to_evict
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
+from controller.objects import parse_time
+from controller.snapshot import PodInfo
 
 SYSTEM_CRITICAL: Final = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
-def observed_state(pod: Mapping[str, Any]) -> dict[str, Any]:
+def observed_state(pod: PodInfo) -> dict[str, Any]:
     """What admission decided and nothing later can change: the scheduler. (Labels and the
     intent annotation are patched in place, so they say nothing about the admission.)"""
-    return {"schedulerName": (pod.get("spec") or {}).get("schedulerName")
-            or names.DEFAULT_SCHEDULER}
+    return {"schedulerName": pod.scheduler_name or names.DEFAULT_SCHEDULER}
 
 
-def is_compliant(pod: Mapping[str, Any], intent: Intent) -> bool:
+def is_compliant(pod: PodInfo, intent: Intent) -> bool:
     """Admitted with this intent: labels, intent hash, and our scheduler unless the Pod kept
     another non-default one on purpose (the GPU-scheduler rule of the webhook)."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    parsed = parse_intent((meta.get("annotations") or {}).get(names.INTENT_ANNOTATION, ""))
-    if any(labels.get(k) != v for k, v in intent.labels.items()) or (
+    parsed = parse_intent(pod.annotations.get(names.INTENT_ANNOTATION, ""))
+    if any(pod.labels.get(k) != v for k, v in intent.labels.items()) or (
             parsed.intent is None or parsed.intent.hash != intent.hash):
         return False
     sched = observed_state(pod)["schedulerName"]
@@ -49,21 +48,13 @@ def is_compliant(pod: Mapping[str, Any], intent: Intent) -> bool:
         sched != names.DEFAULT_SCHEDULER)
 
 
-def fingerprint(workload_uid: str, intent: Intent, pod: Mapping[str, Any]) -> str:
+def fingerprint(workload_uid: str, intent: Intent, pod: PodInfo) -> str:
     body = orjson.dumps([workload_uid, intent.hash, observed_state(pod)],
                         option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(body).hexdigest()[:16]
 
 
-def _has_local_storage(spec: Mapping[str, Any]) -> bool:
-    return any("emptyDir" in v or "hostPath" in v for v in spec.get("volumes") or [])
-
-
-def _has_pvc(spec: Mapping[str, Any]) -> bool:
-    return any("persistentVolumeClaim" in v for v in spec.get("volumes") or [])
-
-
-def skip_reason(pod: Mapping[str, Any], policy: Policy, node_labels: Mapping[str, str] | None,
+def skip_reason(pod: PodInfo, policy: Policy, node_labels: Mapping[str, str] | None,
                 node_selector: LabelSelector, kind: WorkloadType) -> str | None:
     """Why the runtime hook must not replace this Pod of a ``kind`` workload; None when it may.
 
@@ -71,47 +62,34 @@ def skip_reason(pod: Mapping[str, Any], policy: Policy, node_labels: Mapping[str
     and the evictor flags; deliberately ignores nodeFit, the evictor's labelSelector, the
     eviction limits, the interval and the thresholds.
     """
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    annotations = meta.get("annotations") or {}
     ev = policy.descheduler.default_evictor
-    if meta.get("deletionTimestamp"):
+    if pod.deleting:
         return "deleting"
-    if not spec.get("nodeName"):
+    if not pod.node_name:
         return "unscheduled"
-    if (pod.get("status") or {}).get("phase") != "Running":
+    if pod.phase != "Running":
         return "not running"
-    if meta.get("namespace") in names.PROTECTED_NAMESPACES:
+    if pod.namespace in names.PROTECTED_NAMESPACES:
         return "protected namespace"
-    if names.MIRROR_ANNOTATION in annotations:
+    if names.MIRROR_ANNOTATION in pod.annotations:
         return "mirror pod"
-    if unsafe_to_evict(annotations):
+    if unsafe_to_evict(pod.annotations):
         return "safe-to-evict"
-    priority = spec.get("priority")
-    if is_placeholder(priority):
+    if is_placeholder(pod.priority):
         return "placeholder"
     if kind not in evictable_kinds(ev.evict_daemon_set_pods):
         return f"{kind.value} pods are not evicted"
-    critical = spec.get("priorityClassName") in SYSTEM_CRITICAL or (
-        isinstance(priority, int) and priority >= 2_000_000_000)
+    critical = pod.priority_class_name in SYSTEM_CRITICAL or (
+        pod.priority is not None and pod.priority >= 2_000_000_000)
     if critical and not ev.evict_system_critical_pods:
         return "system critical"
-    if _has_local_storage(spec) and not ev.evict_local_storage_pods:
+    if pod.local_storage and not ev.evict_local_storage_pods:
         return "local storage"
-    if _has_pvc(spec) and ev.ignore_pvc_pods:
+    if pod.pvc and ev.ignore_pvc_pods:
         return "pvc"
     if node_selector and (node_labels is None or not node_selector.matches(node_labels)):
         return "node outside nodeSelector"
     return None
-
-
-def _time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _stamp(t: datetime.datetime) -> str:
@@ -147,11 +125,11 @@ class ConvergenceState:
         if not isinstance(body, dict):
             return cls()
         obs = tuple(Observation(str(o[0]), t) for o in body.get("obs", [])
-                    if isinstance(o, list) and len(o) == 2 and (t := _time(o[1])))
-        return cls(_time(body.get("lastEviction")), obs,
+                    if isinstance(o, list) and len(o) == 2 and (t := parse_time(o[1])))
+        return cls(parse_time(body.get("lastEviction")), obs,
                    frozenset(str(u) for u in body.get("counted", [])),
-                   _time(body.get("suppressedUntil")), str(body.get("intent", "")),
-                   _time(body.get("intentSince")))
+                   parse_time(body.get("suppressedUntil")), str(body.get("intent", "")),
+                   parse_time(body.get("intentSince")))
 
     def render(self) -> str:
         body: dict[str, Any] = {}
@@ -188,7 +166,6 @@ class ConvergenceState:
         return sum(1 for o in self.observations if o.fingerprint == fp)
 
 
-def is_replacement(pod: Mapping[str, Any], state: ConvergenceState) -> bool:
+def is_replacement(pod: PodInfo, state: ConvergenceState) -> bool:
     """Created after the hook's last eviction for this workload: an outcome to count."""
-    created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
-    return bool(state.last_eviction and created and created >= state.last_eviction)
+    return bool(state.last_eviction and pod.created and pod.created >= state.last_eviction)

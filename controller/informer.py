@@ -1,10 +1,10 @@
 """Resources kept current by list + watch, so that a reconcile pass reads memory, not the API.
 
 One ``Informer`` per cluster-wide path. Until its first list succeeds, and again while its
-kind is not served, it is not synced and reads go to the API server as before. A 410 lists
-again; a dropped watch resumes from the last resourceVersion, serving what it has meanwhile
-(as client-go's informers do). ``managedFields`` are dropped on the way in; per path, so may
-be everything else the controller never reads (``controller.pods.slim_pod``).
+kind is not served, it is not synced and the reader goes to the API server instead. A 410
+lists again; a dropped watch resumes from the last resourceVersion, serving what it has
+meanwhile (as client-go's informers do). Each object is kept as its ``parse`` makes it: a
+frozen record of what the controller reads (``controller.snapshot``), never the whole object.
 """
 
 from __future__ import annotations
@@ -13,16 +13,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import Any, Generic, TypeVar
 
-from controller.api import Api, ApiError, Obj
+from controller.api import ApiError, Obj, WatchApi
 
 log = logging.getLogger("compactor.controller")
-
-
-class Lister(Protocol):
-    async def list(self, path: str, label_selector: str | None = None
-                   ) -> tuple[list[Obj], str]: ...
+T = TypeVar("T")
 
 
 def _key(obj: Mapping[str, object]) -> tuple[str, str]:
@@ -31,11 +27,8 @@ def _key(obj: Mapping[str, object]) -> tuple[str, str]:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-Slim = Callable[[Obj], Obj]
-
-
-def _nothing(_: Obj) -> Obj:
-    return {}
+def _nothing(_: Obj) -> None:
+    return None
 
 
 def drop_managed_fields(obj: Obj) -> Obj:
@@ -45,20 +38,20 @@ def drop_managed_fields(obj: Obj) -> Obj:
     return obj
 
 
-class Informer:
-    def __init__(self, api: Api, path: str, wake: Callable[[], None] | None = None,
-                 not_served_retry: float = 60.0, error_retry: float = 2.0,
-                 slim: Slim = drop_managed_fields) -> None:
-        self.api, self.path, self.wake, self.slim = api, path, wake, slim
+class Informer(Generic[T]):
+    def __init__(self, api: WatchApi, path: str, parse: Callable[[Obj], T],
+                 wake: Callable[[], None] | None = None, not_served_retry: float = 60.0,
+                 error_retry: float = 2.0) -> None:
+        self.api, self.path, self.wake, self.parse = api, path, wake, parse
         self.synced = False
         self.resource_version = ""
-        self._objects: dict[tuple[str, str], Obj] = {}
+        self._objects: dict[tuple[str, str], T] = {}
         self._not_served_retry, self._error_retry = not_served_retry, error_retry
 
     def __len__(self) -> int:
         return len(self._objects)
 
-    def items(self) -> list[Obj]:
+    def items(self) -> list[T]:
         return list(self._objects.values())
 
     def _changed(self) -> None:
@@ -71,7 +64,7 @@ class Informer:
             try:
                 if relist:
                     items, self.resource_version = await self.api.list(self.path)
-                    self._objects = {_key(o): self.slim(o) for o in items}
+                    self._objects = {_key(o): self.parse(o) for o in items}
                     self.synced, relist = True, False
                     self._changed()
                 async for kind, obj in self.api.watch(self.path, self.resource_version):
@@ -83,7 +76,7 @@ class Informer:
                     if kind == "DELETED":
                         self._objects.pop(_key(obj), None)
                     else:
-                        self._objects[_key(obj)] = self.slim(obj)
+                        self._objects[_key(obj)] = self.parse(obj)
                     self._changed()
             except asyncio.CancelledError:
                 raise
@@ -103,39 +96,33 @@ class Informer:
 
 
 class Informers:
-    """The controller's reads: from an informer when one is synced for the path (and no
-    selector is asked for), otherwise from the API server."""
+    """The controller's watch caches: every path in ``waking`` wakes the reconciler on a
+    change; every path in ``cached`` keeps its objects, each as ``parse[path]`` makes it. A
+    path that only wakes keeps nothing."""
 
-    def __init__(self, api: Api, waking: Iterable[str], cached: Iterable[str] = (),
-                 wake: Callable[[], None] | None = None,
-                 slim: Mapping[str, Slim] | None = None) -> None:
-        """Changes under ``waking`` paths wake the reconciler; ``cached`` paths keep their
-        objects (``slim`` says, per path, what of each) and serve reads. A path only waking
-        keeps nothing of its objects and serves nothing."""
-        self.api = api
+    def __init__(self, api: WatchApi, waking: Iterable[str],
+                 cached: Mapping[str, Callable[[Obj], Any]] | None = None,
+                 wake: Callable[[], None] | None = None) -> None:
         self.wake = wake
-        how = slim or {}
-        self.cached = frozenset(cached)
+        self.cached = dict(cached or {})
         waking = frozenset(waking)
-        self.by_path = {
-            p: Informer(api, p, self._wake if p in waking else None,
-                        slim=how.get(p, drop_managed_fields) if p in self.cached else _nothing)
-            for p in sorted(waking | self.cached)}
+        self.by_path: dict[str, Informer[Any]] = {
+            p: Informer(api, p, self.cached.get(p, _nothing),
+                        self._wake if p in waking else None)
+            for p in sorted(waking | set(self.cached))}
 
     def objects(self) -> int:
         """Objects held for reads."""
         return sum(len(self.by_path[p]) for p in self.cached)
 
+    def synced(self, path: str) -> Informer[Any] | None:
+        """The informer that serves reads of ``path`` now, if one is synced."""
+        informer = self.by_path.get(path) if path in self.cached else None
+        return informer if informer is not None and informer.synced else None
+
     def _wake(self) -> None:
         if self.wake is not None:
             self.wake()
-
-    async def list(self, path: str, label_selector: str | None = None
-                   ) -> tuple[list[Obj], str]:
-        informer = self.by_path.get(path) if path in self.cached else None
-        if informer is not None and informer.synced and label_selector is None:
-            return informer.items(), informer.resource_version
-        return await self.api.list(path, label_selector)
 
     async def run(self, stop: asyncio.Event) -> None:
         tasks = [asyncio.create_task(i.run(stop)) for i in self.by_path.values()]

@@ -1,24 +1,24 @@
-"""The ``setLabelsByEviction`` runtime hook and loop suppression (the I/O around convergence.py).
+"""The ``setLabelsByEviction`` runtime hook and loop suppression, decided for one workload. Pure.
 
 Replaces Running Pods that missed their admission state through the Eviction API, one at a
 time per workload: the next only once the workload is back at its desired count of Running,
-Ready Pods. A 429 from a PodDisruptionBudget is normal: back off and try on a later pass.
+Ready Pods. The decision and the loop-detection bookkeeping happen here; the state lives in
+the workload's ``compactor.dev/convergence`` annotation, and the executor carries out the
+eviction (a 429 from a PodDisruptionBudget backs the workload off in ``Memory``).
 """
 
 from __future__ import annotations
 
 import datetime
-import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
 
 from compaction import kinds, names
 from compaction.intent import intent_for
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
-from controller.api import Api, ApiError, Obj
+from controller.actions import Action, Evict, Patch, Target
 from controller.convergence import (
     ConvergenceState,
     fingerprint,
@@ -26,155 +26,105 @@ from controller.convergence import (
     is_replacement,
     skip_reason,
 )
-from controller.metrics import ControllerMetrics
+from controller.events import workload_event
+from controller.memory import Memory
+from controller.snapshot import PodInfo
 from controller.workloads import WorkloadObject
 
-log = logging.getLogger("compactor.controller")
-PDB_BACKOFF_SECONDS = 30.0
 # Longer than the webhook's owner-cache TTL (30 s by default): a Pod admitted sooner after
 # the intent changed may have been judged on the old one, and would look like a loop.
-INTENT_GRACE = datetime.timedelta(seconds=35)
-# How long an eviction may stay unseen in the Pods the hook is shown before it stops waiting.
-EXPECTATION_SECONDS = 60.0
+INTENT_GRACE: Final = datetime.timedelta(seconds=35)
 
 
-def _ready(pod: Mapping[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or [])
-
-
-def settled(workload: WorkloadObject, pods: Sequence[Mapping[str, Any]]) -> bool:
+def settled(workload: WorkloadObject, pods: Sequence[PodInfo]) -> bool:
     """Back at full strength: nothing pending or terminating, enough Ready Pods."""
-    if any((p.get("metadata") or {}).get("deletionTimestamp") or not _ready(p) for p in pods):
+    if any(p.deleting or not p.ready for p in pods):
         return False
     return len(pods) >= workload.replicas
 
 
-class RuntimeHook:
-    def __init__(self, api: Api, metrics: ControllerMetrics,
-                 clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(
-                     datetime.UTC), intent_grace: datetime.timedelta = INTENT_GRACE) -> None:
-        self.api, self.metrics, self.clock = api, metrics, clock
-        self.intent_grace = intent_grace
-        self._backoff: dict[str, float] = {}
-        self._evicted: dict[str, tuple[str, float]] = {}  # workload path -> (Pod uid, when)
+@dataclass(frozen=True)
+class HookDecision:
+    actions: tuple[Action, ...] = ()
+    suppressed: bool = False  # after this pass
+    newly_suppressed: bool = False
+    skipped: int = 0  # Pods it would replace but may not (a skip rule holds)
 
-    def _awaiting(self, workload: WorkloadObject, pods: Sequence[Obj]) -> bool:
-        """The last eviction is not visible yet in ``pods`` (they come from a watch cache,
-        which may be a moment behind): not settled, whatever the count says."""
-        expected = self._evicted.get(workload.path)
-        if expected is None:
-            return False
-        uid, at = expected
-        if time.monotonic() - at < EXPECTATION_SECONDS and any(
-                str((p.get("metadata") or {}).get("uid")) == uid for p in pods):
-            return True
-        del self._evicted[workload.path]
-        return False
 
-    async def _save(self, workload: WorkloadObject, state: ConvergenceState,
-                    suppressed: bool | None = None) -> None:
-        meta: dict[str, Any] = {"annotations": {names.CONVERGENCE_ANNOTATION: state.render()}}
-        if suppressed is not None:
-            meta["labels"] = {names.SUPPRESSED_LABEL: "true" if suppressed else None}
-        await self.api.patch(workload.path, {"metadata": meta})
+def _save(workload: WorkloadObject, state: ConvergenceState,
+          suppressed: bool | None = None, then: tuple[Action, ...] = ()) -> Patch:
+    meta: dict[str, object] = {"annotations": {names.CONVERGENCE_ANNOTATION: state.render()}}
+    if suppressed is not None:
+        meta["labels"] = {names.SUPPRESSED_LABEL: "true" if suppressed else None}
+    return Patch(workload.path, {"metadata": meta}, Target.STATE, then=then)
 
-    async def _event(self, workload: WorkloadObject, reason: str, message: str) -> None:
-        try:
-            await self.api.create(kinds.kind("Event").path(workload.view.namespace), {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{workload.view.name}.",
-                             "namespace": workload.view.namespace},
-                "involvedObject": {"kind": workload.view.kind.value, "name": workload.view.name,
-                                   "namespace": workload.view.namespace, "uid": workload.uid,
-                                   "apiVersion": kinds.kind(workload.view.kind.value).api_version},
-                "reason": reason, "message": message, "type": "Warning",
-                "source": {"component": "compactor-controller"},
-                "reportingComponent": "compactor-controller"})
-        except ApiError as e:
-            log.warning("could not record event: %s", e)
 
-    async def forget(self, workload: WorkloadObject) -> None:
-        """No policy manages the workload any more: drop suppression and loop state."""
-        await self.api.patch(workload.path, {"metadata": {
-            "labels": {names.SUPPRESSED_LABEL: None},
-            "annotations": {names.CONVERGENCE_ANNOTATION: None}}})
+def forget(workload: WorkloadObject) -> Patch | None:
+    """No policy manages the workload any more: drop suppression and loop state."""
+    if not workload.suppressed and names.CONVERGENCE_ANNOTATION not in workload.annotations:
+        return None
+    return Patch(workload.path, {"metadata": {
+        "labels": {names.SUPPRESSED_LABEL: None},
+        "annotations": {names.CONVERGENCE_ANNOTATION: None}}}, Target.STATE)
 
-    async def step(self, workload: WorkloadObject, policy: Policy, pods: Sequence[Obj],
-                   nodes: Mapping[str, Mapping[str, str]],
-                   node_selector: LabelSelector) -> bool:
-        """One decision for one workload; returns whether it is suppressed afterwards."""
-        now = self.clock()
-        d = policy.descheduler
-        state = ConvergenceState.parse(workload.annotations).within(d.loop_detection_window, now)
-        if workload.suppressed:
-            if state.suppressed_until and now < state.suppressed_until:
-                return True
-            await self._save(workload, ConvergenceState(), suppressed=False)
-            await self._event(workload, "CompactionSuppressionLifted",
-                              "suppression period ended; runtime replacement resumes")
-            log.info("lifted suppression of %s", workload.path)
-            return False
-        if not policy.set_labels_by_eviction:
-            return False
-        intent = intent_for(policy, workload.view.kind)
-        noncompliant = [p for p in pods if not is_compliant(p, intent)
-                        and (p.get("status") or {}).get("phase") == "Running"]
-        before = state
-        state = state.seen_intent(intent.hash, now)
-        for pod in noncompliant:
-            if is_replacement(pod, state):
-                state = state.observe(fingerprint(workload.uid, intent, pod),
-                                      str(pod["metadata"]["uid"]), now)
-        looping = [o.fingerprint for o in state.observations
-                   if state.count(o.fingerprint) >= d.loop_detection_threshold]
-        if looping:
-            until = now + d.suppression_duration
-            await self._save(workload, replace(state, suppressed_until=until), suppressed=True)
-            self.metrics.suppressions.inc()
-            await self._event(workload, "CompactionSuppressed", (
-                f"replacements came back non-compliant {d.loop_detection_threshold} times "
-                f"with the same state (fingerprint {looping[0]}); runtime replacement and "
-                f"descheduler eviction paused until {until:%Y-%m-%dT%H:%M:%SZ}"))
-            log.warning("suppressed %s: admission loop %s", workload.path, looping[0])
-            return True
-        if state != before:
-            await self._save(workload, state)
-        if not noncompliant or self._awaiting(workload, pods) or not settled(workload, pods):
-            return False
-        if state.intent_since and now - state.intent_since < self.intent_grace:
-            return False
-        if self._backoff.get(workload.path, 0.0) > time.monotonic():
-            return False
-        candidates = []
-        for pod in noncompliant:
-            node = nodes.get(str((pod.get("spec") or {}).get("nodeName", "")))
-            reason = skip_reason(pod, policy, node, node_selector, workload.view.kind)
-            if reason is None:
-                candidates.append(pod)
-            else:
-                self.metrics.evictions.labels("skipped").inc()
-        if not candidates:
-            return False
-        victim = sorted(candidates, key=lambda p: p["metadata"]["name"])[0]
-        ns, name = victim["metadata"]["namespace"], victim["metadata"]["name"]
-        try:
-            await self.api.create(kinds.kind("Pod").path(ns, name, "eviction"), {
-                "apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": name, "namespace": ns}})
-        except ApiError as e:
-            if e.status == 429:
-                self.metrics.evictions.labels("pdb_blocked").inc()
-                self._backoff[workload.path] = time.monotonic() + PDB_BACKOFF_SECONDS
-                log.info("eviction of %s/%s blocked by a disruption budget; backing off",
-                         ns, name)
-            elif e.status != 404:
-                raise
-            return False
-        self.metrics.evictions.labels("evicted").inc()
-        self._evicted[workload.path] = (str(victim["metadata"].get("uid")), time.monotonic())
-        log.info("evicted %s/%s to converge %s", ns, name, workload.path)
-        await self._save(workload, replace(state, last_eviction=now))
-        return False
+
+def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
+           nodes: Mapping[str, Mapping[str, str]], node_selector: LabelSelector,
+           memory: Memory, now: datetime.datetime,
+           intent_grace: datetime.timedelta = INTENT_GRACE) -> HookDecision:
+    """One decision for one workload under its policy."""
+    d = policy.descheduler
+    state = ConvergenceState.parse(workload.annotations).within(d.loop_detection_window, now)
+    if workload.suppressed:
+        if state.suppressed_until and now < state.suppressed_until:
+            return HookDecision(suppressed=True)
+        lifted = workload_event(workload, "CompactionSuppressionLifted",
+                                "suppression period ended; runtime replacement resumes",
+                                "Warning")
+        return HookDecision((_save(workload, ConvergenceState(), suppressed=False,
+                                   then=(lifted,)),))
+    if not policy.set_labels_by_eviction:
+        return HookDecision()
+    intent = intent_for(policy, workload.view.kind)
+    noncompliant = [p for p in pods if not is_compliant(p, intent) and p.phase == "Running"]
+    before = state
+    state = state.seen_intent(intent.hash, now)
+    for pod in noncompliant:
+        if is_replacement(pod, state):
+            state = state.observe(fingerprint(workload.uid, intent, pod), pod.uid, now)
+    looping = [o.fingerprint for o in state.observations
+               if state.count(o.fingerprint) >= d.loop_detection_threshold]
+    if looping:
+        until = now + d.suppression_duration
+        event = workload_event(workload, "CompactionSuppressed", (
+            f"replacements came back non-compliant {d.loop_detection_threshold} times "
+            f"with the same state (fingerprint {looping[0]}); runtime replacement and "
+            f"descheduler eviction paused until {until:%Y-%m-%dT%H:%M:%SZ}"), "Warning")
+        return HookDecision((_save(workload, replace(state, suppressed_until=until),
+                                   suppressed=True, then=(event,)),),
+                            suppressed=True, newly_suppressed=True)
+    actions: list[Action] = [_save(workload, state)] if state != before else []
+    if (not noncompliant or memory.awaiting(workload.path, (p.uid for p in pods), now)
+            or not settled(workload, pods)):
+        return HookDecision(tuple(actions))
+    if state.intent_since and now - state.intent_since < intent_grace:
+        return HookDecision(tuple(actions))
+    if memory.backing_off(workload.path, now):
+        return HookDecision(tuple(actions))
+    candidates, skipped = [], 0
+    for pod in noncompliant:
+        if skip_reason(pod, policy, nodes.get(pod.node_name), node_selector,
+                       workload.view.kind) is None:
+            candidates.append(pod)
+        else:
+            skipped += 1
+    if not candidates:
+        return HookDecision(tuple(actions), skipped=skipped)
+    victim = min(candidates, key=lambda p: p.name)
+    actions.append(Evict(victim.namespace, victim.name, victim.uid, workload.path, then=(
+        _save(workload, replace(state, last_eviction=now)),)))
+    return HookDecision(tuple(actions), skipped=skipped)
+
+
+def eviction_path(namespace: str, name: str) -> str:
+    return kinds.kind("Pod").path(namespace, name, "eviction")

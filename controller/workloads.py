@@ -13,6 +13,8 @@ from compaction.policy import Policy
 from compaction.precedence import effective_policy
 from compaction.workload import Workload, WorkloadType
 from controller.metadata import metadata_patch
+from controller.objects import controller_of
+from controller.objects import meta as meta_of
 
 
 def list_path(kind: WorkloadType) -> str:
@@ -50,18 +52,12 @@ class WorkloadObject:
         return self.labels.get(names.SUPPRESSED_LABEL) == "true"
 
 
-def controller_kind(obj: Mapping[str, Any]) -> str | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("kind", ""))
-    return None
-
-
 def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
                     namespace_labels: Mapping[str, str]) -> WorkloadObject | None:
     """The workload, or None for an object of a workload kind that is only a step of another
     workload's chain (a CronJob's Job): its Pods belong to the workload above it."""
-    if not is_workload(kind.value, controller_kind(obj)):
+    owner = controller_of(meta_of(obj))
+    if not is_workload(kind.value, owner[0] if owner else None):
         return None
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}

@@ -16,7 +16,7 @@ import yaml
 
 from controller.api import Api
 from controller.reconciler import Reconciler
-from controller.runtime import load
+from controller.runtime import RuntimeSettings
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.cluster import ROOT
 from localcluster.kube import path, wait_for
@@ -149,5 +149,5 @@ async def in_process_reconciler(cluster: Cluster, compactor_crds: None
                                 ) -> AsyncIterator[Reconciler]:
     """The controller's pass, in this process, as cluster admin (RBAC is tested elsewhere)."""
     api = await Api.connect(str(cluster.kubeconfig))
-    yield Reconciler(api, load({}))
+    yield Reconciler(api, RuntimeSettings())
     await api.close()

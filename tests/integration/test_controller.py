@@ -18,7 +18,8 @@ import yaml
 from compaction.intent import parse_intent
 from controller.api import Api
 from controller.reconciler import Reconciler
-from controller.runtime import load
+from controller.runtime import RuntimeSettings
+from controller.settings import load
 from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
@@ -65,7 +66,7 @@ def _policy(policies: list[str], kube: Kube, namespace: str,
 @pytest_asyncio.fixture
 async def reconciler(cluster: Cluster, crd: None) -> AsyncIterator[Reconciler]:
     api = await Api.connect(str(cluster.kubeconfig))
-    yield Reconciler(api, load({}))
+    yield Reconciler(api, RuntimeSettings())
     await api.close()
 
 
@@ -213,7 +214,7 @@ async def test_runtime_settings_reach_the_descheduler_pods(
         "COMPACTION_DESCHEDULER_IMAGE_PULL_POLICY": "Always",
         "COMPACTION_DESCHEDULER_RESOURCES": '{"requests": {"cpu": "20m", "memory": "32Mi"}}',
         "COMPACTION_DESCHEDULER_IMAGE_PULL_SECRETS": "regcred",
-        "COMPACTION_OPENSHIFT": "true"}))
+        "COMPACTION_OPENSHIFT": "true"}).runtime)
     try:
         name = _policy(policies, kube, namespace)
         await rec.reconcile()

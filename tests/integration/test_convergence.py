@@ -16,8 +16,7 @@ import yaml
 from controller.api import Api
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
-from controller.runtime import load
-from controller.runtime_hook import RuntimeHook
+from controller.runtime import RuntimeSettings
 from controller.scheduler import render_scheduler_config
 from localcluster import Cluster, Kube
 from localcluster.kube import path, wait_for
@@ -90,8 +89,8 @@ async def controller(cluster: Cluster) -> AsyncIterator[Reconciler]:
 def _reconciler(api: Api) -> Reconciler:
     metrics = ControllerMetrics()
     # A one-second grace instead of 35 s: this webhook's owner cache expires in 0.5 s.
-    hook = RuntimeHook(api, metrics, intent_grace=datetime.timedelta(seconds=1))
-    return Reconciler(api, load({}), metrics=metrics, hook=hook)
+    return Reconciler(api, RuntimeSettings(), metrics=metrics,
+                      intent_grace=datetime.timedelta(seconds=1))
 
 
 def _metric(rec: Reconciler, name: str, **labels: str) -> float:

@@ -20,8 +20,7 @@ import pytest
 from controller.api import Api
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
-from controller.runtime import load
-from controller.runtime_hook import RuntimeHook
+from controller.runtime import RuntimeSettings
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster import MANUAL_STATUS, NodeShape
 from localcluster.kube import path, wait_for
@@ -245,8 +244,8 @@ async def test_placeholders_at_priority_minus_10_are_never_patched_readmitted_or
     try:
         metrics = ControllerMetrics()
         # No grace: the runtime hook would act on the first pass if it were allowed to.
-        hook = RuntimeHook(api, metrics, intent_grace=datetime.timedelta(0))
-        rec = Reconciler(api, load({}), metrics=metrics, hook=hook)
+        rec = Reconciler(api, RuntimeSettings(), metrics=metrics,
+                         intent_grace=datetime.timedelta(0))
         for _ in range(4):
             summary = await rec.reconcile()
             assert not summary.errors, summary.errors

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from compaction.policy import parse_policy, validate_policy
+from compaction.validation import parse_policy, validate_policy
 from localcluster import ApiError, Kube
 from localcluster.kube import path, wait_for
 from tests.reference import reference_policies

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from compaction.policy import parse_policy
+from compaction.validation import parse_policy
 from controller.descheduler import render_descheduler_policy
 from controller.scheduler import render_scheduler_config
 from localcluster import Cluster, Kube

@@ -204,8 +204,9 @@ def test_watched_owners_cost_no_api_call_and_intent_changes_arrive_before_the_tt
     kube.create(path("deployments", hooked_ns), deployment("fed", 1, annotations=ANNOTATIONS))
     pods_of(kube, hooked_ns, "app=fed", 1)
     for kind in ("ReplicaSet", "Namespace"):
-        wait_for(f"the {kind} watch", lambda k=kind: webhook_metric(  # type: ignore[misc]
-            webhook, "compactor_owner_watch_synced", kind=k) == 1)
+        def synced(k: str = kind) -> bool:
+            return webhook_metric(webhook, "compactor_owner_watch_synced", kind=k) == 1
+        wait_for(f"the {kind} watch", synced)
     gets = webhook_metric(webhook, "compactor_owner_api_requests_total")
     kube.patch(path("deployments", hooked_ns, "fed"), {"spec": {"replicas": 4}})
     _assert_compacted(pods_of(kube, hooked_ns, "app=fed", 4))

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from compaction.intent import intent_for
-from compaction.policy import parse_policy
+from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.pods import OwnerIndex, is_protected, pod_patch, stale_copies
+from controller.snapshot import OwnerInfo, PodInfo, owner_parser, parse_pod
 from controller.status import Condition, policy_conditions, render_conditions
 from controller.workloads import WorkloadObject, desired_policy, workload_object, workload_patch
 
@@ -71,12 +72,10 @@ def test_template_opt_out_is_read_from_the_cronjob_job_template() -> None:
 
 
 def _pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-         priority: int | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {} if priority is None else {"priority": priority}
-    return {"metadata": {"name": "x", "namespace": "shop", "labels": labels or {},
-                         "annotations": annotations or {},
-                         "ownerReferences": [{"kind": "ReplicaSet", "name": "web-1",
-                                              "controller": True}]}, "spec": spec}
+         priority: int | None = None, owner: tuple[str, str] = ("ReplicaSet", "web-1")
+         ) -> PodInfo:
+    return PodInfo("shop", "x", "u1", labels or {}, annotations or {}, owner,
+                   priority=priority)
 
 
 def test_pod_is_patched_in_place_with_labels_and_intent() -> None:
@@ -118,29 +117,45 @@ def test_safe_to_evict_false_or_on_completion_is_protected() -> None:
     assert not is_protected(_pod(priority=-10))  # a placeholder is simply never labelled
 
 
-def _rs(annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": "web-1", "namespace": "shop", "annotations": annotations or {},
-                         "ownerReferences": [{"kind": "Deployment", "name": "web",
-                                              "controller": True}]}}
+RS = OwnerInfo("ReplicaSet", "shop", "web-1", ("Deployment", "web"), {})
 
 
 def test_owner_index_walks_replicaset_to_its_deployment_workload() -> None:
-    index = OwnerIndex.build([("ReplicaSet", _rs())])
+    index = OwnerIndex.build([RS])
     assert index.chain(_pod()) == [("ReplicaSet", "shop", "web-1"), ("Deployment", "shop", "web")]
-    assert index.workload(_pod()) == (("Deployment", "shop", "web"), "ReplicaSet")
+    assert index.workload(_pod()) == ("Deployment", "shop", "web")
     orphan = OwnerIndex.build([])
     assert orphan.workload(_pod()) is None  # a ReplicaSet is never a workload itself
 
 
 def test_cronjob_job_pods_belong_to_the_cronjob() -> None:
-    job = {"metadata": {"name": "nightly-1", "namespace": "shop", "ownerReferences": [
-        {"kind": "CronJob", "name": "nightly", "controller": True}]}}
-    pod = _pod()
-    pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "nightly-1",
-                                           "controller": True}]
-    index = OwnerIndex.build([("Job", job)])
-    assert index.workload(pod) == (("CronJob", "shop", "nightly"), "Job")
-    assert OwnerIndex.build([]).workload(pod) == (("Job", "shop", "nightly-1"), "Job")
+    job = owner_parser("Job")({"metadata": {
+        "name": "nightly-1", "namespace": "shop",
+        "ownerReferences": [{"kind": "CronJob", "name": "nightly", "controller": True}]}})
+    pod = _pod(owner=("Job", "nightly-1"))
+    assert OwnerIndex.build([job]).workload(pod) == ("CronJob", "shop", "nightly")
+    assert OwnerIndex.build([]).workload(pod) == ("Job", "shop", "nightly-1")
+
+
+def test_a_pod_is_read_into_what_the_decisions_need() -> None:
+    pod = parse_pod({
+        "metadata": {"namespace": "shop", "name": "web-1", "uid": "u1",
+                     "labels": {"app": "web"}, "creationTimestamp": "2026-12-01T12:00:00Z",
+                     "deletionTimestamp": "2026-12-01T12:05:00Z", "managedFields": [{}],
+                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-abc",
+                                          "controller": True},
+                                         {"kind": "Other", "name": "x"}]},
+        "spec": {"nodeName": "n1", "priority": -10, "priorityClassName": "low",
+                 "volumes": [{"name": "d", "emptyDir": {}},
+                             {"name": "c", "persistentVolumeClaim": {"claimName": "x"}}],
+                 "containers": [{"name": "app", "env": [{"name": "SECRET", "value": "x"}]}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    assert (pod.owner, pod.node_name, pod.scheduler_name) == (
+        ("ReplicaSet", "web-abc"), "n1", "default-scheduler")
+    assert (pod.priority, pod.priority_class_name, pod.phase, pod.ready) == (
+        -10, "low", "Running", True)
+    assert pod.deleting and pod.local_storage and pod.pvc and pod.created is not None
+    assert not hasattr(pod, "__dict__"), "a slotted record: a cache of them stays small"
 
 
 STALE = [

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from compaction.intent import intent_for
-from compaction.policy import parse_policy
 from compaction.selector import LabelSelector, Operator, requirement
+from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.convergence import (
     ConvergenceState,
@@ -18,6 +19,7 @@ from controller.convergence import (
     is_replacement,
     skip_reason,
 )
+from controller.snapshot import PodInfo, parse_pod
 
 POLICY = parse_policy({"metadata": {"name": "p"}, "spec": {"setLabelsByEviction": True}})
 INTENT = intent_for(POLICY, WorkloadType.DEPLOYMENT)
@@ -25,7 +27,9 @@ DEPLOYMENT = WorkloadType.DEPLOYMENT
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 
 
-def _pod(**over: Any) -> dict[str, Any]:
+def _pod(**over: Any) -> PodInfo:
+    """A Pod as the API serves it, read as the controller reads it; ``section__key=value``
+    overrides one field."""
     pod: dict[str, Any] = {
         "metadata": {"name": "x", "namespace": "shop", "uid": "u1", "labels": {},
                      "annotations": {}, "creationTimestamp": "2026-12-01T12:00:05Z"},
@@ -35,10 +39,10 @@ def _pod(**over: Any) -> dict[str, Any]:
     for dotted, value in over.items():
         section, key = dotted.split("__")
         pod[section][key] = value
-    return pod
+    return parse_pod(pod)
 
 
-def _compliant() -> dict[str, Any]:
+def _compliant() -> PodInfo:
     return _pod(metadata__labels=dict(INTENT.labels),
                 metadata__annotations={"compactor.dev/intent": INTENT.render()},
                 spec__schedulerName="compactor-scheduler")
@@ -47,11 +51,8 @@ def _compliant() -> dict[str, Any]:
 def test_compliance_needs_labels_intent_and_scheduler() -> None:
     assert is_compliant(_compliant(), INTENT)
     assert not is_compliant(_pod(), INTENT)
-    wrong_sched = _compliant()
-    wrong_sched["spec"]["schedulerName"] = "default-scheduler"
-    assert not is_compliant(wrong_sched, INTENT)
-    gpu = _compliant()
-    gpu["spec"]["schedulerName"] = "kai-scheduler"  # kept on purpose by the webhook
+    assert not is_compliant(replace(_compliant(), scheduler_name="default-scheduler"), INTENT)
+    gpu = replace(_compliant(), scheduler_name="kai-scheduler")  # kept on purpose by the webhook
     assert is_compliant(gpu, INTENT)
 
 

@@ -6,13 +6,14 @@ from typing import Any
 
 import pytest
 
-from compaction.policy import Policy, parse_policy
+from compaction.policy import Policy
+from compaction.validation import parse_policy
 from controller.descheduler import (
     descheduler_configmap,
     descheduler_cronjob,
     render_descheduler_policy,
 )
-from controller.runtime import load
+from controller.runtime import RuntimeSettings
 from tests.reference import reference_policies
 
 
@@ -108,7 +109,7 @@ def test_a_pool_pattern_matching_no_node_renders_a_selector_that_parses_and_matc
 
 def test_cronjob_runs_once_per_interval_forbids_overlap_and_is_owned_by_the_policy() -> None:
     policy = _p({"descheduler": {"interval": "*/15 * * * *"}})
-    cron = descheduler_cronjob(policy, load({}).descheduler, suspend=True)
+    cron = descheduler_cronjob(policy, RuntimeSettings().descheduler, suspend=True)
     assert cron["metadata"]["name"] == "compactor-descheduler-pack"
     assert cron["metadata"]["namespace"] == "compactor-system"
     assert cron["metadata"]["ownerReferences"][0]["uid"] == "uid-1"

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from controller.api import ApiError
-from controller.informer import Informer, Informers
+from controller.informer import Informer, Informers, drop_managed_fields
+from controller.snapshot import parse_pod
 
 
 def pod(name: str, rv: str, **extra: Any) -> dict[str, Any]:
@@ -30,7 +31,7 @@ class ScriptedApi:
         self.calls.append(("list", label_selector or ""))
         return [pod("a", "5")], "5"
 
-    async def watch(self, path: str, resource_version: str
+    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300
                     ) -> AsyncIterator[tuple[str, Any]]:
         self.calls.append(("watch", resource_version))
         if not self.watches:
@@ -43,7 +44,7 @@ class ScriptedApi:
             yield event
 
 
-async def _until_quiet(informer: Informer, api: ScriptedApi) -> None:
+async def _until_quiet(informer: Informer[Any], api: ScriptedApi) -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(informer.run(stop))
     await asyncio.wait_for(api.quiet.wait(), 5)
@@ -62,7 +63,7 @@ async def test_informer_with_a_scripted_api_follows_events_and_relists_after_410
         [("DELETED", pod("b", "9"))],
         ApiError(410, "Expired", "too old"),
     ])
-    informer = Informer(api, "/api/v1/pods",  # type: ignore[arg-type]
+    informer = Informer(api, "/api/v1/pods", drop_managed_fields,
                         wake=lambda: wakes.append(1), error_retry=0)
     await _until_quiet(informer, api)
     assert api.calls == [("list", ""), ("watch", "5"), ("watch", "8"), ("watch", "8"),
@@ -77,7 +78,7 @@ async def test_informer_with_a_scripted_api_follows_events_and_relists_after_410
 async def test_informer_with_a_scripted_api_serves_events_between_relists() -> None:
     api = ScriptedApi([[("ADDED", pod("b", "6")),
                         ("MODIFIED", pod("a", "7", labels={"x": "y"}))]])
-    informer = Informer(api, "/api/v1/pods")  # type: ignore[arg-type]
+    informer = Informer(api, "/api/v1/pods", drop_managed_fields)
     await _until_quiet(informer, api)
     by_name = {o["metadata"]["name"]: o for o in informer.items()}
     assert set(by_name) == {"a", "b"} and by_name["a"]["metadata"]["labels"] == {"x": "y"}
@@ -97,36 +98,30 @@ async def test_an_unserved_kind_is_not_synced_and_reads_fall_back_to_the_api() -
 
     api = Unserved([])
     rollouts = "/apis/argoproj.io/v1alpha1/rollouts"
-    informers = Informers(api, waking=[rollouts], cached=[rollouts])  # type: ignore[arg-type]
+    informers = Informers(api, waking=[rollouts], cached={rollouts: drop_managed_fields})
     informer = informers.by_path[rollouts]
     await _until_quiet(informer, api)
-    assert not informer.synced
-    items, _ = await informers.list(rollouts)
-    assert [o["metadata"]["name"] for o in items] == ["fresh"]
+    assert not informer.synced and informers.synced(rollouts) is None
 
 
 @pytest.mark.asyncio
-async def test_reads_come_from_a_synced_informer_unless_a_selector_is_asked_for() -> None:
+async def test_a_synced_cache_keeps_each_object_as_its_parse_makes_it() -> None:
     api = ScriptedApi([])
-    informers = Informers(api, waking=[], cached=["/api/v1/pods"])  # type: ignore[arg-type]
+    informers = Informers(api, waking=[], cached={"/api/v1/pods": parse_pod})
     await _until_quiet(informers.by_path["/api/v1/pods"], api)
-    calls = len(api.calls)
-    items, rv = await informers.list("/api/v1/pods")
-    assert rv == "5" and [o["metadata"]["name"] for o in items] == ["a"]
-    assert len(api.calls) == calls
-    await informers.list("/api/v1/pods", "app=web")
-    assert api.calls[-1] == ("list", "app=web")
+    informer = informers.synced("/api/v1/pods")
+    assert informer is not None and informer.resource_version == "5"
+    (record,) = informer.items()
+    assert record == parse_pod(pod("a", "5"))
 
 
 @pytest.mark.asyncio
 async def test_a_path_that_only_wakes_keeps_nothing_and_serves_nothing() -> None:
     api = ScriptedApi([[("ADDED", pod("b", "6"))]])
     wakes: list[int] = []
-    informers = Informers(api, waking=["/api/v1/nodes"],  # type: ignore[arg-type]
-                          wake=lambda: wakes.append(1))
+    informers = Informers(api, waking=["/api/v1/nodes"], wake=lambda: wakes.append(1))
     informer = informers.by_path["/api/v1/nodes"]
     await _until_quiet(informer, api)
-    assert len(wakes) == 2 and len(informer) == 2 and informer.items() == [{}, {}]
+    assert len(wakes) == 2 and len(informer) == 2 and informer.items() == [None, None]
     assert informers.objects() == 0
-    await informers.list("/api/v1/nodes")
-    assert api.calls[-1] == ("list", "")  # from the API server, not the empty cache
+    assert informers.synced("/api/v1/nodes") is None  # it serves no reads

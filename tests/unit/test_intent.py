@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from compaction.intent import Intent, IntentError, intent_for, parse_intent
-from compaction.policy import parse_policy
+from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 
 

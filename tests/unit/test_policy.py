@@ -7,15 +7,10 @@ from typing import Any
 
 import pytest
 
-from compaction.policy import (
-    NamespaceOperator,
-    SchedulerMode,
-    Thresholds,
-    parse_policy,
-    validate_policy,
-)
+from compaction.policy import NamespaceOperator, Policy, SchedulerMode, Thresholds
 from compaction.problem import InvalidPolicy
 from compaction.selector import Operator, requirement
+from compaction.validation import parse_policy, validate_policy
 from compaction.workload import DEFAULT_WORKLOAD_TYPES, WorkloadType
 from tests.reference import reference_policies
 
@@ -215,3 +210,7 @@ def test_creation_timestamp_and_identity_are_read_from_metadata() -> None:
     assert (p.uid, p.generation, p.weight) == ("u-1", 4, 7)
     assert p.creation_timestamp is not None and p.creation_timestamp.year == 2026
     assert p.creation_timestamp.utcoffset() == timedelta(0)
+
+
+def test_an_empty_spec_reads_as_the_models_own_defaults() -> None:
+    assert parse_policy(_policy({})) == Policy(name="p")

@@ -8,8 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.policy import Policy, parse_policy
+from compaction.policy import Policy
 from compaction.precedence import effective_policy, rank
+from compaction.validation import parse_policy
 from compaction.workload import Workload, WorkloadType
 
 W = Workload(kind=WorkloadType.DEPLOYMENT, namespace="prod-eu", name="web",

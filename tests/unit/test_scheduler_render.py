@@ -1,11 +1,13 @@
-"""The compaction scheduler's config, Deployment and the runtime settings from the environment."""
+"""The compaction scheduler's config and Deployment, and the controller's settings from its
+environment (one loader, every bad variable reported at once)."""
 
 from __future__ import annotations
 
 import pytest
 
-from controller.runtime import SettingsError, load, scheduler_image
+from controller.runtime import scheduler_image
 from controller.scheduler import render_scheduler_config, scheduler_deployment
+from controller.settings import SettingsError, load
 
 
 def test_config_has_one_most_allocated_profile_and_its_own_lease() -> None:
@@ -47,7 +49,7 @@ def test_runtime_settings_from_environment_reach_the_pods() -> None:
         "COMPACTION_DESCHEDULER_RESOURCES": '{"requests": {"cpu": "10m"}}',
         "COMPACTION_DESCHEDULER_IMAGE_PULL_SECRETS": "regcred, other",
         "COMPACTION_SCHEDULER_IMAGE_TAG": "v1.36.0",
-    })
+    }).runtime
     assert settings.descheduler.image == "mirror/desched:v0.36.0"
     assert settings.descheduler.pull_policy == "Always"
     assert settings.descheduler.resources == {"requests": {"cpu": "10m"}}
@@ -61,8 +63,8 @@ def test_runtime_settings_from_environment_reach_the_pods() -> None:
 
 
 def test_openshift_leaves_the_uid_to_the_platform() -> None:
-    plain = load({}).descheduler.security_context
-    openshift = load({"COMPACTION_OPENSHIFT": "true"}).descheduler.security_context
+    plain = load({}).runtime.descheduler.security_context
+    openshift = load({"COMPACTION_OPENSHIFT": "true"}).runtime.descheduler.security_context
     assert plain["runAsUser"] == 65532 and "runAsUser" not in openshift
     assert openshift["runAsNonRoot"] is True and openshift["allowPrivilegeEscalation"] is False
 
@@ -76,3 +78,32 @@ def test_openshift_leaves_the_uid_to_the_platform() -> None:
 def test_bad_settings_are_refused_with_the_variable_named(env: dict[str, str]) -> None:
     with pytest.raises(SettingsError, match="COMPACTION_"):
         load(env)
+
+
+def test_every_bad_variable_is_reported_at_once() -> None:
+    with pytest.raises(SettingsError) as caught:
+        load({"COMPACTOR_CONTROLLER_RESYNC_SECONDS": "soon",
+              "COMPACTOR_CONTROLLER_METRICS_PORT": "http",
+              "COMPACTOR_CERT_OVERLAP": "10 minutes",
+              "COMPACTOR_CERTS_MODE": "manual",
+              "COMPACTION_DESCHEDULER_RESOURCES": "[]",
+              "COMPACTION_OPENSHIFT": "perhaps"})
+    named = [p.split()[0].rstrip(":") for p in caught.value.problems]
+    assert sorted(named) == sorted([
+        "COMPACTOR_CONTROLLER_RESYNC_SECONDS", "COMPACTOR_CONTROLLER_METRICS_PORT",
+        "COMPACTOR_CERT_OVERLAP", "COMPACTOR_CERTS_MODE", "COMPACTION_DESCHEDULER_RESOURCES",
+        "COMPACTION_OPENSHIFT"])
+
+
+def test_the_controllers_own_settings_and_their_defaults() -> None:
+    d = load({"POD_NAME": "c-1"})
+    assert (d.namespace, d.resync_seconds, d.metrics_port, d.identity) == (
+        "compactor-system", 30.0, 8080, "c-1")
+    assert d.intent_grace.total_seconds() == 35 and d.certs is not None
+    s = load({"COMPACTOR_NAMESPACE": "ops", "COMPACTOR_CONTROLLER_RESYNC_SECONDS": "5",
+              "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS": "2",
+              "COMPACTOR_CONTROLLER_METRICS_PORT": "0", "COMPACTOR_CERTS_MODE": "cert-manager",
+              "COMPACTOR_LOG_LEVEL": "debug"})
+    assert (s.namespace, s.resync_seconds, s.metrics_port, s.log_level) == (
+        "ops", 5.0, 0, "DEBUG")
+    assert s.intent_grace.total_seconds() == 2 and s.certs is None

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from compaction.policy import Policy, parse_policy
+from compaction.policy import Policy
 from compaction.precedence import effective_policy
 from compaction.scope import in_scope, is_ignored
+from compaction.validation import parse_policy
 from compaction.workload import Workload, WorkloadType
 
 

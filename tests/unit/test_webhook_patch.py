@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from compaction.intent import Intent
 from webhook.patch import build_patch, escape
 from webhook.review import PodView
@@ -10,8 +12,8 @@ INTENT = Intent("p", {"compactor.dev/policy": "p"}, "compactor-scheduler")
 TEXT = INTENT.render()
 
 
-def _pod(**kw: object) -> PodView:
-    return PodView(namespace="ns", name="x", **kw)  # type: ignore[arg-type]
+def _pod(**kw: Any) -> PodView:
+    return PodView(namespace="ns", name="x", **kw)
 
 
 def test_escape_follows_rfc6901() -> None:

@@ -1,0 +1,90 @@
+"""What a pass decided to do, as typed actions; ``controller.executor`` carries them out.
+
+A plan holds its actions in the order they run. Follow-ups (``then``) run only after the
+action they belong to succeeded: an Event after the patch it reports, the state saved after
+an eviction went through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from compaction.problem import Problem
+
+
+class Target(StrEnum):
+    """What a patch writes, for the pass's counts and metrics."""
+
+    WORKLOAD = "workload"
+    POD = "pod"
+    STALE_COPY = "stale_copy"
+    STATE = "state"
+
+
+@dataclass(frozen=True)
+class Patch:
+    path: str
+    body: Any
+    target: Target
+    patch_type: Literal["merge", "json"] = "merge"
+    # Answers that mean "nothing to do any more": 404 gone; for a guarded JSON patch, 422 too
+    # (its test failed: the object changed since it was read).
+    tolerate: frozenset[int] = frozenset({404})
+    then: tuple[Action, ...] = ()
+
+
+@dataclass(frozen=True)
+class Apply:
+    """Server-side apply of one of our own objects; ``digest`` identifies what is applied."""
+
+    path: str
+    body: Mapping[str, Any]
+    digest: str
+
+
+@dataclass(frozen=True)
+class Delete:
+    path: str
+
+
+@dataclass(frozen=True)
+class Evict:
+    """An eviction through the Eviction API (PodDisruptionBudgets decide)."""
+
+    namespace: str
+    name: str
+    pod_uid: str
+    workload: str  # the workload's path: the key of its backoff and expectation
+    then: tuple[Action, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecordEvent:
+    namespace: str
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class WriteStatus:
+    path: str
+    status: Mapping[str, Any]
+
+
+Action = Patch | Apply | Delete | Evict | RecordEvent | WriteStatus
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...] = ()
+    managed: Mapping[str, int] = field(default_factory=dict)  # policy -> workloads
+    invalid: Mapping[str, list[Problem]] = field(default_factory=dict)
+    suppressed: int = 0  # workloads suppressed after this pass
+    suppressions: int = 0  # of them, suppressed by this pass
+    skipped_evictions: int = 0  # Pods the hook would replace but may not
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        """The actions of one type, in order (for tests and logs)."""
+        return [a for a in self.actions if isinstance(a, kind)]

@@ -1,0 +1,287 @@
+"""One pass's decisions: ``plan(snapshot, settings, now, memory) -> Plan``. Pure.
+
+From what the reader saw, in this order: each workload's policy and metadata, the stale
+copies on intermediate owners, each Pod's metadata, the runtime hook, the compaction
+scheduler's objects, each policy's descheduler objects, and the policies' status. Nothing
+here does I/O; ``controller.executor`` carries the plan out.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import yaml
+
+from compaction import kinds, names
+from compaction.intent import Intent
+from compaction.policy import Policy, SchedulerMode
+from compaction.selector import LabelSelector
+from compaction.workload import WorkloadType
+from controller import descheduler, runtime_hook, scheduler
+from controller.actions import Action, Apply, Delete, Patch, Plan, Target, WriteStatus
+from controller.events import workload_event
+from controller.memory import Memory
+from controller.pods import OwnerIndex, pod_patch, stale_copies
+from controller.runtime import RuntimeSettings, scheduler_image
+from controller.snapshot import NodeInfo, OwnObject, PodInfo, PolicyObject, Snapshot
+from controller.status import (
+    invalid_conditions,
+    policy_conditions,
+    render_conditions,
+    status_body,
+)
+from controller.workloads import WorkloadObject, desired_policy, intent_of, workload_patch
+
+WorkloadKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    runtime: RuntimeSettings
+    namespace: str = names.INSTALL_NAMESPACE
+    intent_grace: datetime.timedelta = runtime_hook.INTENT_GRACE
+
+
+@dataclass
+class _Pass:
+    """The plan as it grows; frozen into a ``Plan`` at the end."""
+
+    actions: list[Action] = field(default_factory=list)
+    managed: Counter[str] = field(default_factory=Counter)
+    suppressed: int = 0
+    suppressions: int = 0
+    skipped: int = 0
+
+
+def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
+         memory: Memory | None = None) -> Plan:
+    memory = memory or Memory()
+    valid = [p.policy for p in snapshot.policies if p.policy is not None]
+    invalid = {p.name: list(p.problems) for p in snapshot.policies if p.policy is None}
+    active = [p for p in valid if p.enabled]
+    out = _Pass()
+    decided = _workloads(snapshot.workloads, active, out)
+    index = OwnerIndex.build(snapshot.owners)
+    _stale_copies(index, decided, out)
+    members = _pods(snapshot.pods, index, decided, out)
+    _runtime_hook(decided, members, snapshot.nodes, settings, memory, now, out)
+    available = _scheduler(active, snapshot, settings, memory, out)
+    pools = _deschedulers(active, out.managed, snapshot, settings, memory, out)
+    _status(snapshot.policies, out.managed, available, pools, now, out)
+    return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
+                out.suppressions, out.skipped)
+
+
+# --- workloads ----------------------------------------------------------------------
+
+
+def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy], out: _Pass
+               ) -> dict[WorkloadKey, tuple[WorkloadObject, Policy | None]]:
+    decided: dict[WorkloadKey, tuple[WorkloadObject, Policy | None]] = {}
+    for w in workloads:
+        policy = desired_policy(active, w)
+        decided[w.key] = (w, policy)
+        if policy is not None:
+            out.managed[policy.name] += 1
+        patch = workload_patch(w, intent_of(policy, w.view.kind))
+        if patch is None:
+            continue
+        before, after = w.labels.get(names.POLICY_LABEL), policy.name if policy else None
+        event = () if before == after else (_policy_changed(w, before, after),)
+        out.actions.append(Patch(w.path, patch, Target.WORKLOAD, then=event))
+    return decided
+
+
+def _policy_changed(w: WorkloadObject, before: str | None, after: str | None) -> Action:
+    message = (f"compaction policy {after!r} applies" if before is None else
+               f"no compaction policy applies any more (was {before!r})" if after is None
+               else f"compaction policy changed from {before!r} to {after!r}")
+    return workload_event(w, "CompactionPolicyChanged", message)
+
+
+def _wanted_annotations(w: WorkloadObject, policy: Policy | None) -> dict[str, str]:
+    """The workload's annotations once this pass has patched it."""
+    wanted = dict(w.annotations)
+    intent = intent_of(policy, w.view.kind)
+    if intent is None:
+        wanted.pop(names.INTENT_ANNOTATION, None)
+    else:
+        wanted[names.INTENT_ANNOTATION] = intent.render()
+    return wanted
+
+
+def _stale_copies(index: OwnerIndex,
+                  decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
+                  out: _Pass) -> None:
+    """Our annotations on ReplicaSets (and a CronJob's Jobs) that their workload no longer
+    carries are removed, so that ``kubectl`` shows the truth there too."""
+    for key, parent in index.intermediates():
+        if parent not in decided:
+            continue
+        ops = stale_copies(index.annotations.get(key, {}), _wanted_annotations(*decided[parent]))
+        if ops:
+            out.actions.append(Patch(kinds.kind(key[0]).path(key[1], key[2]), ops,
+                                     Target.STALE_COPY, "json", frozenset({404, 422})))
+
+
+# --- pods ---------------------------------------------------------------------------
+
+
+def _pods(pods: Iterable[PodInfo], index: OwnerIndex,
+          decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]], out: _Pass
+          ) -> dict[WorkloadKey, list[PodInfo]]:
+    intents: dict[tuple[str, WorkloadType], Intent | None] = {}
+    members: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        if pod.namespace in names.PROTECTED_NAMESPACES or pod.deleting:
+            continue
+        key = index.workload(pod)
+        if key is None or key not in decided:
+            continue
+        workload, policy = decided[key]
+        members[key].append(pod)
+        which = (policy.name if policy else "", workload.view.kind)
+        if which not in intents:
+            intents[which] = intent_of(policy, workload.view.kind)
+        patch = pod_patch(pod, intents[which], workload.suppressed)
+        if patch is not None:
+            out.actions.append(Patch(kinds.kind("Pod").path(pod.namespace, pod.name), patch,
+                                     Target.POD))
+    return members
+
+
+def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
+                  members: Mapping[WorkloadKey, list[PodInfo]], nodes: Iterable[NodeInfo],
+                  settings: PlanSettings, memory: Memory, now: datetime.datetime,
+                  out: _Pass) -> None:
+    node_labels = {n.name: n.labels for n in nodes}
+    observed = label_values(nodes)
+    pools: dict[str, LabelSelector] = {}
+    for key, (workload, policy) in decided.items():
+        if policy is None:
+            forget = runtime_hook.forget(workload)
+            if forget is not None:
+                out.actions.append(forget)
+            continue
+        if policy.name not in pools:
+            pools[policy.name] = descheduler.node_pool(policy, observed)
+        decision = runtime_hook.decide(workload, policy, members.get(key, []), node_labels,
+                                       pools[policy.name], memory, now, settings.intent_grace)
+        out.actions += decision.actions
+        out.suppressed += decision.suppressed
+        out.suppressions += decision.newly_suppressed
+        out.skipped += decision.skipped
+
+
+# --- the controller's own objects ------------------------------------------------------
+
+
+def digest(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def _apply(path: str, body: Mapping[str, Any], present: OwnObject | None, memory: Memory,
+           out: _Pass) -> None:
+    """Apply unless this very body was applied and nobody changed the object since."""
+    d = digest(body)
+    if present is not None and memory.applied.get(path) == (d, present.revision):
+        return
+    out.actions.append(Apply(path, body, d))
+
+
+def _own(snapshot: Snapshot) -> dict[tuple[str, str], OwnObject]:
+    return {(o.kind, o.name): o for o in snapshot.own}
+
+
+def _scheduler(active: list[Policy], snapshot: Snapshot, settings: PlanSettings,
+               memory: Memory, out: _Pass) -> bool:
+    """The compaction scheduler's ConfigMap and Deployment while any policy needs them;
+    returns whether the scheduler is available."""
+    ns, own = settings.namespace, _own(snapshot)
+    objects = (("ConfigMap", names.SCHEDULER_CONFIGMAP), ("Deployment", scheduler.DEPLOYMENT))
+    if not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
+        for kind, name in objects:
+            if (kind, name) in own:
+                out.actions.append(Delete(kinds.kind(kind).path(ns, name)))
+        return False
+    cm = scheduler.scheduler_configmap(ns)
+    image = scheduler_image(settings.runtime.scheduler_image_override, None, None,
+                            snapshot.cluster_version)
+    config_hash = hashlib.sha256(cm["data"][scheduler.CONFIG_KEY].encode()).hexdigest()[:12]
+    deploy = scheduler.scheduler_deployment(settings.runtime.scheduler, image, config_hash, ns)
+    for (kind, name), body in zip(objects, (cm, deploy), strict=True):
+        _apply(kinds.kind(kind).path(ns, name), body, own.get((kind, name)), memory, out)
+    current = own.get(("Deployment", scheduler.DEPLOYMENT))
+    return current is not None and current.available_replicas > 0
+
+
+def label_values(nodes: Iterable[NodeInfo]) -> dict[str, set[str]]:
+    """Every value each node label has somewhere in the cluster (for wildcard expansion)."""
+    values: dict[str, set[str]] = defaultdict(set)
+    for node in nodes:
+        for k, v in node.labels.items():
+            values[k].add(v)
+    return values
+
+
+def _deschedulers(active: list[Policy], managed: Mapping[str, int], snapshot: Snapshot,
+                  settings: PlanSettings, memory: Memory, out: _Pass) -> dict[str, int]:
+    """Each active descheduler's ConfigMap and CronJob; returns, per policy, how many nodes
+    its pool holds. The CronJob is suspended while the policy manages no workload or its
+    pool has no node, since a run could do nothing."""
+    ns, own = settings.namespace, _own(snapshot)
+    observed = label_values(snapshot.nodes)
+    wanted = {p.name: p for p in active if p.descheduler.enabled}
+    pools: dict[str, int] = {}
+    for policy in wanted.values():
+        name = names.descheduler_name(policy.name)
+        pool = descheduler.node_pool(policy, observed)
+        pools[policy.name] = sum(1 for n in snapshot.nodes if pool.matches(n.labels))
+        doc = descheduler.render_descheduler_policy(policy, observed)
+        idle = managed.get(policy.name, 0) == 0 or pools[policy.name] == 0
+        for kind, body in (
+                ("ConfigMap", descheduler.descheduler_configmap(policy, doc, ns)),
+                ("CronJob", descheduler.descheduler_cronjob(
+                    policy, settings.runtime.descheduler, suspend=idle, namespace=ns))):
+            _apply(kinds.kind(kind).path(ns, name), body, own.get((kind, name)), memory, out)
+    # What no active policy wants any more (a deleted policy's objects are also
+    # garbage-collected through their ownerReferences).
+    for obj in snapshot.own:
+        if (obj.labels.get("app.kubernetes.io/component") == "descheduler"
+                and obj.policy not in wanted):
+            out.actions.append(Delete(kinds.kind(obj.kind).path(ns, obj.name)))
+    return pools
+
+
+# --- status ---------------------------------------------------------------------------
+
+
+def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], available: bool,
+            pools: Mapping[str, int], now: datetime.datetime, out: _Pass) -> None:
+    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for obj in policies:
+        previous = obj.status.get("conditions") or []
+        policy = obj.policy
+        if policy is None:
+            conditions = invalid_conditions(obj.problems)
+            body = status_body(False, None, None, 0, obj.generation,
+                               render_conditions(conditions, previous, obj.generation, stamp))
+        else:
+            count = managed.get(obj.name, 0)
+            conditions = policy_conditions(policy, available, pools.get(obj.name), count)
+            body = status_body(policy.enabled, policy.scheduler.scheduler_name,
+                               policy.scheduler.mode.value, count, obj.generation,
+                               render_conditions(conditions, previous, obj.generation, stamp))
+        if not _same_status(obj.status, body):
+            out.actions.append(WriteStatus(kinds.kind(names.POLICY_KIND).path(
+                name=obj.name, subresource="status"), body))
+
+
+def _same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return yaml.safe_dump(dict(old), sort_keys=True) == yaml.safe_dump(dict(new), sort_keys=True)

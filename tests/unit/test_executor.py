@@ -1,0 +1,128 @@
+"""Carrying out a plan, with the API replaced by a recording stand-in (the boundary under test
+is the executor's rules: order, follow-ups, tolerated answers, back-off, memory)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from controller.actions import Apply, Delete, Evict, Patch, Plan, RecordEvent, Target, WriteStatus
+from controller.api import ApiError
+from controller.executor import Executor
+from controller.memory import Memory
+from controller.metrics import ControllerMetrics
+
+NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+WORKLOAD = "/apis/apps/v1/namespaces/shop/deployments/web"
+
+
+class RecordingApi:
+    """Answers every write; ``fail`` maps a path to the HTTP status it fails with."""
+
+    def __init__(self, fail: dict[str, int] | None = None) -> None:
+        self.fail = fail or {}
+        self.calls: list[tuple[str, str]] = []
+
+    def _answer(self, verb: str, path: str) -> None:
+        self.calls.append((verb, path))
+        if path in self.fail:
+            raise ApiError(self.fail[path], "Failure", "scripted")
+
+    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self._answer("create", path)
+        return obj
+
+    async def patch(self, path: str, patch: Any, kind: str = "merge") -> dict[str, Any]:
+        self._answer(f"patch-{kind}", path)
+        return {}
+
+    async def apply(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self._answer("apply", path)
+        return {**obj, "metadata": {**obj.get("metadata", {}), "generation": 3,
+                                    "resourceVersion": "41"}}
+
+    async def delete(self, path: str) -> bool:
+        self._answer("delete", path)
+        return True
+
+
+def _event(reason: str) -> RecordEvent:
+    return RecordEvent("shop", {"reason": reason})
+
+
+async def _execute(api: RecordingApi, *actions: Any) -> tuple[Any, Memory, ControllerMetrics]:
+    metrics = ControllerMetrics()
+    summary, memory = await Executor(api, metrics).execute(Plan(tuple(actions)), Memory(), NOW)
+    return summary, memory, metrics
+
+
+@pytest.mark.asyncio
+async def test_actions_run_in_order_and_follow_ups_only_after_success() -> None:
+    api = RecordingApi(fail={"/w/failing": 500})
+    summary, _, _ = await _execute(
+        api,
+        Patch("/w/ok", {}, Target.WORKLOAD, then=(_event("Changed"),)),
+        Patch("/w/failing", {}, Target.WORKLOAD, then=(_event("Never"),)),
+        Patch("/p/1", {}, Target.POD), Delete("/x"), WriteStatus("/s", {"a": 1}))
+    assert api.calls == [("patch-merge", "/w/ok"), ("create", "/api/v1/namespaces/shop/events"),
+                         ("patch-merge", "/w/failing"), ("patch-merge", "/p/1"),
+                         ("delete", "/x"), ("patch-merge", "/s")]
+    assert (summary.workloads_patched, summary.pods_patched) == (1, 1)
+    assert summary.errors == ["patch /w/failing: HTTP 500 Failure: scripted"]
+
+
+@pytest.mark.asyncio
+async def test_tolerated_answers_are_no_errors() -> None:
+    api = RecordingApi(fail={"/gone": 404, "/moved-on": 422, "/status": 404})
+    summary, _, _ = await _execute(
+        api, Patch("/gone", {}, Target.POD),
+        Patch("/moved-on", [], Target.STALE_COPY, "json", frozenset({404, 422})),
+        WriteStatus("/status", {}))
+    assert summary.errors == []
+    strict = await _execute(RecordingApi(fail={"/moved-on": 422}),
+                            Patch("/moved-on", {}, Target.POD))
+    assert strict[0].errors
+
+
+@pytest.mark.asyncio
+async def test_an_eviction_remembers_its_pod_and_saves_state_after() -> None:
+    api = RecordingApi()
+    evict = Evict("shop", "web-a", "uid-a", WORKLOAD,
+                  then=(Patch(WORKLOAD, {}, Target.STATE),))
+    summary, memory, metrics = await _execute(api, evict)
+    assert api.calls == [("create", "/api/v1/namespaces/shop/pods/web-a/eviction"),
+                         ("patch-merge", WORKLOAD)]
+    assert memory.awaiting(WORKLOAD, ["uid-a"], NOW)
+    assert metrics.registry.get_sample_value("compactor_runtime_evictions_total",
+                                             {"result": "evicted"}) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_disruption_budget_saying_no_backs_the_workload_off() -> None:
+    api = RecordingApi(fail={"/api/v1/namespaces/shop/pods/web-a/eviction": 429})
+    evict = Evict("shop", "web-a", "uid-a", WORKLOAD, then=(Patch(WORKLOAD, {}, Target.STATE),))
+    summary, memory, metrics = await _execute(api, evict)
+    assert summary.errors == [] and len(api.calls) == 1  # no state saved
+    assert memory.backing_off(WORKLOAD, NOW + datetime.timedelta(seconds=29))
+    assert not memory.backing_off(WORKLOAD, NOW + datetime.timedelta(seconds=31))
+    assert metrics.registry.get_sample_value("compactor_runtime_evictions_total",
+                                             {"result": "pdb_blocked"}) == 1
+
+
+@pytest.mark.asyncio
+async def test_an_apply_records_what_it_applied_and_the_revision_it_made() -> None:
+    api = RecordingApi()
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    _, memory, _ = await _execute(api, Apply("/cron", cron, "d1"), Apply("/cm", cm, "d2"))
+    assert memory.applied == {"/cron": ("d1", "g3"), "/cm": ("d2", "r41")}
+
+
+@pytest.mark.asyncio
+async def test_an_event_that_cannot_be_recorded_is_no_error_of_the_pass() -> None:
+    api = RecordingApi(fail={"/api/v1/namespaces/shop/events": 403})
+    summary, _, _ = await _execute(api, Patch("/w", {}, Target.WORKLOAD,
+                                              then=(_event("Changed"),)))
+    assert summary.errors == [] and summary.workloads_patched == 1

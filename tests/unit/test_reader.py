@@ -1,0 +1,92 @@
+"""Reading a snapshot, with the API replaced by a recording stand-in (the boundary under
+test is the reader: where each part comes from, and what it asks the API server)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from controller.api import ApiError
+from controller.informer import Informers
+from controller.reader import CACHED, JOBS, PODS, POLICIES, REPLICA_SETS, Reader
+
+POLICY = {"apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+          "metadata": {"name": "p", "uid": "u", "generation": 1,
+                       "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": {}}
+POD = {"metadata": {"namespace": "shop", "name": "web-1", "uid": "u1", "resourceVersion": "3",
+                    "ownerReferences": [{"kind": "ReplicaSet", "name": "web",
+                                         "controller": True}]},
+       "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+
+
+class RecordingApi:
+    def __init__(self) -> None:
+        self.policies: list[dict[str, Any]] = []
+        self.calls: list[tuple[str, str]] = []
+        self.unserved = {"/apis/argoproj.io/v1alpha1/rollouts"}
+
+    async def list(self, path: str, label_selector: str | None = None
+                   ) -> tuple[list[dict[str, Any]], str]:
+        self.calls.append(("list", path))
+        if path in self.unserved:
+            raise ApiError(404, "NotFound", "the server could not find the resource")
+        if path == POLICIES:
+            return list(self.policies), "1"
+        return ([POD] if path == PODS else []), "3"
+
+    async def version(self) -> str:
+        self.calls.append(("version", ""))
+        return "v1.36.3"
+
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300
+              ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        return self._quiet()
+
+    async def _quiet(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        await asyncio.Event().wait()
+        yield "", {}
+
+    def listed(self, path: str) -> int:
+        return self.calls.count(("list", path))
+
+
+@pytest.mark.asyncio
+async def test_pods_and_owners_come_from_synced_caches_and_equal_a_fresh_read() -> None:
+    api = RecordingApi()
+    fresh = await Reader(api).read()
+    assert api.listed(PODS) == 1
+    informers = Informers(api, waking=[], cached=CACHED)
+    stop = asyncio.Event()
+    task = asyncio.create_task(informers.run(stop))
+    while any(informers.synced(p) is None for p in (PODS, REPLICA_SETS, JOBS)):
+        await asyncio.sleep(0.01)
+    before = api.listed(PODS)
+    cached = await Reader(api, informers=informers).read()
+    assert api.listed(PODS) == before, "no list of Pods once the cache is synced"
+    assert cached.pods == fresh.pods and cached.pods[0].owner == ("ReplicaSet", "web")
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.asyncio
+async def test_the_version_is_asked_once_and_only_while_a_policy_needs_the_scheduler() -> None:
+    api = RecordingApi()
+    reader = Reader(api)
+    assert (await reader.read()).cluster_version == ""
+    api.policies = [POLICY]
+    assert (await reader.read()).cluster_version == "v1.36.3"
+    await reader.read()
+    assert api.calls.count(("version", "")) == 1
+
+
+@pytest.mark.asyncio
+async def test_an_unserved_kind_is_skipped_and_own_objects_are_listed_by_label() -> None:
+    api = RecordingApi()
+    snapshot = await Reader(api).read()
+    assert snapshot.workloads == ()
+    assert ("list", "/api/v1/namespaces/compactor-system/configmaps") in api.calls
+    assert ("list", "/apis/batch/v1/namespaces/compactor-system/cronjobs") in api.calls
+    assert ("list", "/apis/apps/v1/namespaces/compactor-system/deployments") in api.calls

@@ -1,0 +1,143 @@
+"""The runtime hook's decisions for one workload, as table tests: Pods and memory in, actions
+out (the hook is pure; ``tests/unit/test_executor.py`` covers carrying them out)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from compaction.intent import intent_for
+from compaction.selector import LabelSelector
+from compaction.validation import parse_policy
+from compaction.workload import WorkloadType
+from controller.actions import Evict, Patch, RecordEvent
+from controller.convergence import ConvergenceState, fingerprint
+from controller.memory import Memory
+from controller.runtime_hook import decide, forget
+from controller.snapshot import PodInfo
+from controller.workloads import WorkloadObject, workload_object
+
+POLICY = parse_policy({
+    "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+    "metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {"setLabelsByEviction": True}})
+INTENT = intent_for(POLICY, WorkloadType.DEPLOYMENT)
+NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+LATER = NOW + datetime.timedelta(minutes=1)
+
+
+def _workload(annotations: dict[str, str] | None = None,
+              labels: dict[str, str] | None = None, replicas: int = 2) -> WorkloadObject:
+    w = workload_object(WorkloadType.DEPLOYMENT, {
+        "metadata": {"namespace": "shop", "name": "web", "uid": "w1",
+                     "annotations": annotations or {}, "labels": labels or {}},
+        "spec": {"replicas": replicas}}, {})
+    assert w is not None
+    return w
+
+
+def pod(name: str, compliant: bool = False, created: datetime.datetime = NOW,
+        ready: bool = True, deleting: bool = False, priority: int | None = None) -> PodInfo:
+    labels = dict(INTENT.labels) if compliant else {}
+    annotations = {"compactor.dev/intent": INTENT.render()} if compliant else {}
+    return PodInfo("shop", name, f"uid-{name}", labels, annotations, ("ReplicaSet", "web-1"),
+                   node_name="n1",
+                   scheduler_name="compactor-scheduler" if compliant else "default-scheduler",
+                   priority=priority, phase="Running", ready=ready, deleting=deleting,
+                   created=created)
+
+
+def _settled_state() -> dict[str, str]:
+    """Annotations of a workload whose intent has been stable for longer than the grace."""
+    state = ConvergenceState(intent_hash=INTENT.hash,
+                             intent_since=NOW - datetime.timedelta(minutes=10))
+    return {"compactor.dev/convergence": state.render()}
+
+
+NO_MEMORY = Memory()
+
+
+def _step(pods: list[PodInfo], memory: Memory = NO_MEMORY,
+          annotations: dict[str, str] | None = None) -> list[object]:
+    w = _workload(annotations if annotations is not None else _settled_state())
+    return list(decide(w, POLICY, pods, {"n1": {}}, LabelSelector(), memory, NOW).actions)
+
+
+def test_the_first_non_compliant_pod_by_name_is_evicted_and_state_saved_after() -> None:
+    (evict,) = [a for a in _step([pod("b"), pod("a")]) if isinstance(a, Evict)]
+    assert (evict.name, evict.pod_uid, evict.workload) == (
+        "a", "uid-a", "/apis/apps/v1/namespaces/shop/deployments/web")
+    (save,) = evict.then
+    assert isinstance(save, Patch)
+    state = ConvergenceState.parse(save.body["metadata"]["annotations"])
+    assert state.last_eviction == NOW
+
+
+CASES = [
+    ("all compliant", [pod("a", True), pod("b", True)], Memory(), None),
+    ("one not ready", [pod("a"), pod("b", ready=False)], Memory(), None),
+    ("one terminating", [pod("a"), pod("b", deleting=True)], Memory(), None),
+    ("below desired replicas", [pod("a")], Memory(), None),
+    ("disruption budget back-off", [pod("a"), pod("b")],
+     Memory().blocked("/apis/apps/v1/namespaces/shop/deployments/web", NOW), None),
+    ("eviction not yet seen in the cache", [pod("a"), pod("b")],
+     Memory().evicting("/apis/apps/v1/namespaces/shop/deployments/web", "uid-a", NOW), None),
+    ("eviction seen gone", [pod("a2", True), pod("b")],
+     Memory().evicting("/apis/apps/v1/namespaces/shop/deployments/web", "uid-a", NOW), "b"),
+    ("placeholder", [pod("a", priority=-10), pod("b", True)], Memory(), None),
+]
+
+
+@pytest.mark.parametrize(("pods", "memory", "victim"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_when_the_hook_replaces_a_pod(pods: list[PodInfo], memory: Memory,
+                                      victim: str | None) -> None:
+    evicted = [a.name for a in _step(pods, memory) if isinstance(a, Evict)]
+    assert evicted == ([victim] if victim else [])
+
+
+def test_no_replacement_within_the_intent_grace() -> None:
+    actions = _step([pod("a"), pod("b")], annotations={})
+    assert not any(isinstance(a, Evict) for a in actions)
+    (save,) = actions  # the intent was seen for the first time: its time is recorded
+    assert isinstance(save, Patch)
+    assert ConvergenceState.parse(save.body["metadata"]["annotations"]).intent_since == NOW
+
+
+def test_the_same_outcome_three_times_suppresses_the_workload_with_an_event() -> None:
+    state = ConvergenceState(last_eviction=NOW, intent_hash=INTENT.hash,
+                             intent_since=NOW - datetime.timedelta(minutes=10))
+    for i in range(2):
+        state = state.observe(fingerprint("w1", INTENT, pod("x")), f"old-{i}", NOW)
+    replacement = pod("r", created=NOW + datetime.timedelta(seconds=5))
+    decision = decide(_workload({"compactor.dev/convergence": state.render()}), POLICY,
+                      [replacement, pod("b")], {"n1": {}}, LabelSelector(), Memory(), LATER)
+    assert decision.suppressed and decision.newly_suppressed
+    (save,) = decision.actions
+    assert isinstance(save, Patch)
+    assert save.body["metadata"]["labels"] == {"compactor.dev/suppressed": "true"}
+    (event,) = save.then
+    assert isinstance(event, RecordEvent) and event.body["reason"] == "CompactionSuppressed"
+
+
+def test_suppression_lifts_when_its_time_is_up() -> None:
+    until = ConvergenceState(suppressed_until=NOW).render()
+    w = _workload({"compactor.dev/convergence": until}, {"compactor.dev/suppressed": "true"})
+    held = decide(w, POLICY, [], {}, LabelSelector(), Memory(),
+                  NOW - datetime.timedelta(seconds=1))
+    assert held.suppressed and not held.actions
+    lifted = decide(w, POLICY, [], {}, LabelSelector(), Memory(), LATER)
+    (save,) = lifted.actions
+    assert isinstance(save, Patch) and not lifted.suppressed
+    assert save.body["metadata"]["labels"] == {"compactor.dev/suppressed": None}
+    assert [e.body["reason"] for e in save.then if isinstance(e, RecordEvent)] == [
+        "CompactionSuppressionLifted"]
+
+
+def test_a_workload_no_policy_manages_forgets_its_state_once() -> None:
+    patch = forget(_workload(_settled_state(), {"compactor.dev/suppressed": "true"}))
+    assert patch is not None and patch.body == {"metadata": {
+        "labels": {"compactor.dev/suppressed": None},
+        "annotations": {"compactor.dev/convergence": None}}}
+    assert forget(_workload({})) is None
