@@ -17,6 +17,11 @@ POLICY_LABEL: Final = "compactor.dev/policy"
 SUPPRESSED_LABEL: Final = "compactor.dev/suppressed"
 IGNORE_LABEL: Final = "compactor.dev/ignore"
 PROTECTED_LABEL: Final = "compactor.dev/protected"
+# The drain taint the planner puts on the nodes it empties (value: the policy, effect
+# PreferNoSchedule), and the label it puts on the Pods of those nodes that its policy's
+# descheduler may evict (value: the policy).
+DRAIN_TAINT: Final = "compactor.dev/drain"
+DRAINING_LABEL: Final = "compactor.dev/draining"
 # The kind of the Pod's workload, kept on managed Pods: the descheduler's eviction selector
 # admits only the kinds the eviction table allows.
 WORKLOAD_KIND_LABEL: Final = "compactor.dev/workload-kind"

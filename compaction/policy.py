@@ -102,6 +102,8 @@ class DeschedulerSpec:
     max_pods_to_evict_per_node: int = 1
     max_pods_to_evict_per_namespace: int = 1
     max_pods_to_evict_total: int = 1
+    # How many nodes the planner drains at once (a Compactor extension of the field table).
+    max_draining_nodes: int = 1
     default_evictor: DefaultEvictor = DefaultEvictor()
     high_node_utilization: HighNodeUtilization = HighNodeUtilization()
     interval: str = DEFAULT_INTERVAL

@@ -230,7 +230,7 @@ class _Reader:
             "enabled", "nodeSelector", "maxNoOfPodsToEvictPerNode",
             "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal", "defaultEvictor",
             "highNodeUtilization", "interval", "loopDetectionWindow", "loopDetectionThreshold",
-            "suppressionDuration"}))
+            "suppressionDuration", "maxDrainingNodes"}))
         interval = self._str(raw, "interval", f"{at}.interval", _DESCHEDULER.interval)
         for message in cron_problems(interval):
             self._err(f"{at}.interval", message)
@@ -250,6 +250,9 @@ class _Reader:
             max_pods_to_evict_total=self._int(
                 raw, "maxNoOfPodsToEvictTotal", f"{at}.maxNoOfPodsToEvictTotal",
                 _DESCHEDULER.max_pods_to_evict_total),
+            max_draining_nodes=self._int(
+                raw, "maxDrainingNodes", f"{at}.maxDrainingNodes",
+                _DESCHEDULER.max_draining_nodes, lo=1),
             default_evictor=self._evictor(raw),
             high_node_utilization=self._hnu(raw),
             interval=interval,

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from compaction.problem import Problem
+from controller.planner import DrainPlan
 
 
 class Target(StrEnum):
@@ -22,6 +23,7 @@ class Target(StrEnum):
     POD = "pod"
     STALE_COPY = "stale_copy"
     STATE = "state"
+    NODE = "node"  # the drain taint, nothing else
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class Evict:
 class RecordEvent:
     namespace: str
     body: Mapping[str, Any]
+    key: str = ""  # set: an event the executor remembers, so that it repeats at most hourly
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class Plan:
     suppressed: int = 0  # workloads suppressed after this pass
     suppressions: int = 0  # of them, suppressed by this pass
     skipped_evictions: int = 0  # Pods the hook would replace but may not
+    drains: tuple[DrainPlan, ...] = ()  # the planner's plan, per active policy
 
     def of(self, kind: type[Any]) -> list[Any]:
         """The actions of one type, in order (for tests and logs)."""

@@ -1,10 +1,15 @@
 """Per-policy descheduler: DeschedulerPolicy (descheduler/v1alpha2) and its CronJob. Pure.
 
-The rendered policy evicts only Pods that carry this policy's label and the label of a
-workload kind the eviction table allows (``compaction.safety``), that are not suppressed and
-not protected (safe-to-evict "false" or "on-completion"), ANDed with the policy's own
-``defaultEvictor.labelSelector``. The descheduler itself does not honour safe-to-evict, so
-the controller marks such Pods ``compactor.dev/protected=true`` and the selector excludes them.
+The planner decides which nodes to empty and taints them ``compactor.dev/drain=<policy>``;
+``RemovePodsViolatingNodeTaints`` (PreferNoSchedule included, that taint only) evicts from
+them. ``HighNodeUtilization`` stays beside it with the policy's thresholds, but neither may
+evict blindly: the rendered policy evicts only Pods that the planner marked
+``compactor.dev/draining=<policy>`` on the nodes it drains, that carry this policy's label
+and the label of a workload kind the eviction table allows (``compaction.safety``), that are
+not suppressed and not protected (safe-to-evict "false" or "on-completion"), ANDed with the
+policy's own ``defaultEvictor.labelSelector``. The descheduler itself does not honour
+safe-to-evict, so the controller marks such Pods ``compactor.dev/protected=true`` and the
+selector excludes them.
 Placeholders never carry the policy label. Every key follows the v0.36 Go types' JSON tags
 (the integration suite decodes the rendered policy strictly with them).
 """
@@ -36,6 +41,7 @@ def eviction_selector(policy: Policy) -> LabelSelector:
                     tuple(sorted(k.value for k in evictable))),
         Requirement(names.SUPPRESSED_LABEL, Operator.DOES_NOT_EXIST),
         Requirement(names.PROTECTED_LABEL, Operator.DOES_NOT_EXIST),
+        Requirement(names.DRAINING_LABEL, Operator.IN, (policy.name,)),
     ))
     return base.and_(policy.descheduler.default_evictor.label_selector)
 
@@ -103,6 +109,11 @@ def render_descheduler_policy(policy: Policy,
             "name": f"compactor-{policy.name}",
             "pluginConfig": [
                 {"name": "DefaultEvictor", "args": evictor},
+                {"name": "RemovePodsViolatingNodeTaints", "args": {
+                    "includePreferNoSchedule": True,
+                    "includedTaints": [f"{names.DRAIN_TAINT}={policy.name}"],
+                    "namespaces": {"exclude": sorted(names.PROTECTED_NAMESPACES)},
+                }},
                 {"name": "HighNodeUtilization", "args": {
                     "thresholds": {"cpu": t.cpu, "memory": t.memory, "pods": t.pods},
                     "numberOfNodes": d.high_node_utilization.number_of_nodes,
@@ -112,6 +123,7 @@ def render_descheduler_policy(policy: Policy,
             "plugins": {
                 "filter": {"enabled": ["DefaultEvictor"]},
                 "preevictionfilter": {"enabled": ["DefaultEvictor"]},
+                "deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]},
                 "balance": {"enabled": ["HighNodeUtilization"]},
             },
         }],

@@ -23,3 +23,21 @@ def workload_event(workload: WorkloadObject, reason: str, message: str,
         "reason": reason, "message": message, "type": kind,
         "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
     })
+
+
+# Events about cluster-scoped objects (nodes, cluster policies) live in this namespace, where
+# `kubectl describe node` looks for them.
+CLUSTER_EVENTS_NAMESPACE: Final = "default"
+
+
+def cluster_event(kind: str, name: str, uid: str, reason: str, message: str,
+                  kind_of_event: Literal["Normal", "Warning"] = "Normal",
+                  key: str = "") -> RecordEvent:
+    return RecordEvent(CLUSTER_EVENTS_NAMESPACE, {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": f"{name}.", "namespace": CLUSTER_EVENTS_NAMESPACE},
+        "involvedObject": {"kind": kind, "name": name, "uid": uid,
+                           "apiVersion": kinds.kind(kind).api_version},
+        "reason": reason, "message": message[:1000], "type": kind_of_event,
+        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+    }, key)

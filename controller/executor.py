@@ -55,6 +55,7 @@ class Executor:
         self.metrics.suppressed.set(plan.suppressed)
         self.metrics.suppressions.inc(plan.suppressions)
         self.metrics.evictions.labels("skipped").inc(plan.skipped_evictions)
+        self.metrics.show_plans(plan.drains)
         return summary, memory
 
     async def _run(self, actions: Iterable[Action], summary: Summary, memory: Memory,
@@ -83,8 +84,8 @@ class Executor:
             if isinstance(action, Evict):
                 return await self._evict(action, summary, memory, now)
             if isinstance(action, RecordEvent):
-                await self._event(action)
-                return memory
+                recorded = await self._event(action)
+                return memory.noted(action.key, now) if recorded and action.key else memory
             await self.api.patch(action.path, {"status": dict(action.status)})
             return memory
         except ApiError as e:
@@ -116,11 +117,13 @@ class Executor:
         memory = memory.evicting(action.workload, action.pod_uid, now)
         return await self._run(action.then, summary, memory, now)
 
-    async def _event(self, action: RecordEvent) -> None:
+    async def _event(self, action: RecordEvent) -> bool:
         try:
             await self.api.create(kinds.kind("Event").path(action.namespace), dict(action.body))
         except ApiError as e:
             log.warning("could not record event %s: %s", action.body.get("reason"), e)
+            return False
+        return True
 
 
 def _describe(action: Action) -> str:

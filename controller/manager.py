@@ -107,7 +107,8 @@ async def _main(settings: ControllerSettings) -> None:
         informers = Informers(api, waking=WATCHED, cached=CACHED)
         metrics.informed_objects.set_function(lambda: float(informers.objects()))
         reconciler = Reconciler(api, settings.runtime, settings.namespace, metrics=metrics,
-                                informers=informers, intent_grace=settings.intent_grace)
+                                informers=informers, intent_grace=settings.intent_grace,
+                                drain_timeout=settings.drain_timeout)
         await Manager(api, settings, reconciler, informers).run(stop)
     finally:
         await api.close()

@@ -16,6 +16,8 @@ from typing import Final
 PDB_BACKOFF: Final = datetime.timedelta(seconds=30)
 # How long an eviction may stay unseen in the Pods a pass reads before it stops waiting.
 EXPECTATION: Final = datetime.timedelta(seconds=60)
+# The same event about the same object at most this often.
+EVENT_INTERVAL: Final = datetime.timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,15 @@ class Memory:
     evicted: Mapping[str, Expectation] = field(default_factory=dict)
     # own object path -> (digest applied, its generation or resourceVersion after the apply)
     applied: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # event key -> when it was last recorded (events that repeat are rate-limited)
+    events: Mapping[str, datetime.datetime] = field(default_factory=dict)
+
+    def recently(self, event: str, now: datetime.datetime) -> bool:
+        at = self.events.get(event)
+        return at is not None and now - at < EVENT_INTERVAL
+
+    def noted(self, event: str, now: datetime.datetime) -> Memory:
+        return replace(self, events={**self.events, event: now})
 
     def backing_off(self, workload: str, now: datetime.datetime) -> bool:
         until = self.backoff.get(workload)
@@ -59,4 +70,5 @@ class Memory:
             self,
             backoff={k: v for k, v in self.backoff.items() if now < v},
             evicted={k: e for k, e in self.evicted.items()
-                     if now - e.at < EXPECTATION and e.pod_uid in present_pod_uids})
+                     if now - e.at < EXPECTATION and e.pod_uid in present_pod_uids},
+            events={k: t for k, t in self.events.items() if now - t < EVENT_INTERVAL})

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter as Tally
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from controller.planner import DrainPlan
 
 
 class ControllerMetrics:
@@ -28,5 +33,30 @@ class ControllerMetrics:
         self.informed_objects = Gauge(
             "compactor_controller_informed_objects", "Pods, ReplicaSets and Jobs held by the "
             "controller's watch caches.", registry=r)
+        self.plan_duration = Histogram(
+            "compactor_plan_duration_seconds", "Time to compute one pass's plan (pure code: "
+            "the drain simulation included).",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5), registry=r)
+        self.freeable = Gauge(
+            "compactor_plan_freeable_nodes", "Nodes the policy's plan could free now.",
+            ["policy"], registry=r)
+        self.draining = Gauge(
+            "compactor_nodes_draining", "Nodes tainted by the policy's plan and draining.",
+            ["policy"], registry=r)
+        self.unremovable = Gauge(
+            "compactor_nodes_unremovable", "Nodes of the policy's pool that cannot be freed, "
+            "by their first reason.", ["policy", "reason"], registry=r)
         for result in ("evicted", "pdb_blocked", "skipped"):
             self.evictions.labels(result)
+
+    def show_plans(self, drains: Iterable[DrainPlan]) -> None:
+        """The planner's gauges, as of this pass (a policy gone leaves no series)."""
+        for gauge in (self.freeable, self.draining, self.unremovable):
+            gauge.clear()
+        for d in drains:
+            self.freeable.labels(d.policy).set(len(d.freeable))
+            self.draining.labels(d.policy).set(len(d.draining))
+            counts = Tally(u.reasons[0].code for u in (*d.abandoned, *d.unremovable)
+                             if u.reasons)
+            for code, count in counts.items():
+                self.unremovable.labels(d.policy, code).set(count)

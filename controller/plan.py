@@ -1,9 +1,10 @@
 """One pass's decisions: ``plan(snapshot, settings, now, memory) -> Plan``. Pure.
 
 From what the reader saw, in this order: each workload's policy and metadata, the stale
-copies on intermediate owners, each Pod's metadata, the runtime hook, the compaction
-scheduler's objects, each policy's descheduler objects, and the policies' status. Nothing
-here does I/O; ``controller.executor`` carries the plan out.
+copies on intermediate owners, the drain plan of each policy (``controller.planner``), each
+Pod's metadata, the runtime hook, the drain taints on nodes, the compaction scheduler's
+objects, each policy's descheduler objects, and the policies' status. Nothing here does
+I/O; ``controller.executor`` carries the plan out.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import yaml
@@ -23,12 +24,14 @@ from compaction.intent import Intent
 from compaction.policy import Policy, SchedulerMode
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
-from controller import descheduler, runtime_hook, scheduler
+from controller import descheduler, planner, runtime_hook, scheduler
 from controller.actions import Action, Apply, Delete, Patch, Plan, Target, WriteStatus
-from controller.events import workload_event
+from controller.events import cluster_event, workload_event
 from controller.memory import Memory
+from controller.planner import DrainPlan, Member
 from controller.pods import OwnerIndex, pod_patch, stale_copies
 from controller.runtime import RuntimeSettings, scheduler_image
+from controller.scheduling import Taint
 from controller.snapshot import NodeInfo, OwnObject, PodInfo, PolicyObject, Snapshot
 from controller.status import (
     invalid_conditions,
@@ -46,6 +49,7 @@ class PlanSettings:
     runtime: RuntimeSettings
     namespace: str = names.INSTALL_NAMESPACE
     intent_grace: datetime.timedelta = runtime_hook.INTENT_GRACE
+    drain_timeout: datetime.timedelta = planner.DRAIN_TIMEOUT
 
 
 @dataclass
@@ -69,13 +73,19 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     decided = _workloads(snapshot.workloads, active, out)
     index = OwnerIndex.build(snapshot.owners)
     _stale_copies(index, decided, out)
-    members = _pods(snapshot.pods, index, decided, out)
-    _runtime_hook(decided, members, snapshot.nodes, settings, memory, now, out)
+    members = _membership(snapshot.pods, index, decided)
+    drains = _drains(active, snapshot, members, settings, now)
+    draining = {key: d.policy for d in drains if _acting(d, active)
+                for node in d.draining for key in d.evict[node]}
+    _pods(snapshot.pods, members, draining, out)
+    _runtime_hook(decided, members, snapshot.nodes, snapshot.pods, settings, memory, now, out)
+    _taints(snapshot, drains, active, memory, now, out)
     available = _scheduler(active, snapshot, settings, memory, out)
     pools = _deschedulers(active, out.managed, snapshot, settings, memory, out)
-    _status(snapshot.policies, out.managed, available, pools, now, out)
+    _status(snapshot.policies, out.managed, available, pools,
+            {d.policy: d for d in drains}, now, out)
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
-                out.suppressions, out.skipped)
+                out.suppressions, out.skipped, tuple(drains))
 
 
 # --- workloads ----------------------------------------------------------------------
@@ -133,34 +143,146 @@ def _stale_copies(index: OwnerIndex,
 # --- pods ---------------------------------------------------------------------------
 
 
-def _pods(pods: Iterable[PodInfo], index: OwnerIndex,
-          decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]], out: _Pass
-          ) -> dict[WorkloadKey, list[PodInfo]]:
-    intents: dict[tuple[str, WorkloadType], Intent | None] = {}
-    members: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
+@dataclass(frozen=True)
+class _Membership:
+    """A Pod's workload, as this pass decided it."""
+
+    workload: WorkloadObject
+    policy: Policy | None
+
+    @property
+    def member(self) -> Member:
+        return Member(self.workload.view.kind, self.policy.name if self.policy else None,
+                      self.workload.suppressed)
+
+
+def _membership(pods: Iterable[PodInfo], index: OwnerIndex,
+                decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]]
+                ) -> dict[tuple[str, str], _Membership]:
+    out: dict[tuple[str, str], _Membership] = {}
     for pod in pods:
         if pod.namespace in names.PROTECTED_NAMESPACES or pod.deleting:
             continue
         key = index.workload(pod)
-        if key is None or key not in decided:
+        if key is not None and key in decided:
+            out[pod.key] = _Membership(*decided[key])
+    return out
+
+
+def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
+          draining: Mapping[tuple[str, str], str], out: _Pass) -> None:
+    intents: dict[tuple[str, WorkloadType], Intent | None] = {}
+    for pod in pods:
+        m = members.get(pod.key)
+        if m is None:
             continue
-        workload, policy = decided[key]
-        members[key].append(pod)
-        which = (policy.name if policy else "", workload.view.kind)
+        which = (m.policy.name if m.policy else "", m.workload.view.kind)
         if which not in intents:
-            intents[which] = intent_of(policy, workload.view.kind)
-        patch = pod_patch(pod, intents[which], workload.suppressed)
+            intents[which] = intent_of(m.policy, m.workload.view.kind)
+        patch = pod_patch(pod, intents[which], m.workload.suppressed, draining.get(pod.key))
         if patch is not None:
             out.actions.append(Patch(kinds.kind("Pod").path(pod.namespace, pod.name), patch,
                                      Target.POD))
-    return members
+
+
+def _drains(active: list[Policy], snapshot: Snapshot,
+            members: Mapping[tuple[str, str], _Membership], settings: PlanSettings,
+            now: datetime.datetime) -> list[DrainPlan]:
+    """Every active policy's drain plan: the descheduler-enabled ones carry it out, the
+    others only show it (a dry run)."""
+    observed = label_values(snapshot.nodes)
+    return planner.plan_drains(
+        [(p, descheduler.node_pool(p, observed)) for p in active], snapshot.nodes,
+        snapshot.pods, {k: m.member for k, m in members.items()}, snapshot.pdbs, now,
+        settings.drain_timeout)
+
+
+def _acting(drain: DrainPlan, active: list[Policy]) -> bool:
+    return any(p.name == drain.policy and p.descheduler.enabled for p in active)
+
+
+def _taint_patch(node: NodeInfo, wanted: Taint | None) -> list[dict[str, Any]]:
+    """A JSON patch that sets our drain taint (or removes it) and touches no other taint; it
+    applies only if the node's taints are still those read."""
+    kept = [t.render() for t in node.taints if t.key != names.DRAIN_TAINT]
+    taints = kept + ([wanted.render()] if wanted else [])
+    if node.taints:
+        return [{"op": "test", "path": "/spec/taints", "value": [t.render() for t in node.taints]},
+                {"op": "replace", "path": "/spec/taints", "value": taints}]
+    return [{"op": "test", "path": "/metadata/resourceVersion", "value": node.resource_version},
+            {"op": "add", "path": "/spec/taints", "value": taints}]
+
+
+def _taints(snapshot: Snapshot, drains: Iterable[DrainPlan], active: list[Policy],
+            memory: Memory, now: datetime.datetime, out: _Pass) -> None:
+    """Each node carries the drain taint of the policy that drains it, and no other: it goes
+    when the drain is done, the plan no longer holds, or its policy stopped draining."""
+    policies = {p.name: p for p in active}
+    wanted: dict[str, str] = {}
+    events: dict[str, list[Action]] = defaultdict(list)
+    for d in drains:
+        policy = policies[d.policy]
+        if not policy.descheduler.enabled:
+            continue
+        for name in d.draining:
+            wanted[name] = d.policy
+        for name in d.drained:
+            events[name] += _node_and_policy(policy, name, snapshot, "NodeDrained",
+                                             "every Pod to move has left the node")
+        for u in d.abandoned:
+            events[u.node] += _node_and_policy(policy, u.node, snapshot, "NodeNotConsolidatable",
+                                               f"drain stopped: {u.reasons[0].text}", "Warning")
+        for u in d.unremovable:
+            if not u.stake:
+                continue
+            key = f"{d.policy}/{u.node}/{u.reasons[0].code}"
+            if memory.recently(key, now):
+                continue
+            text = "; ".join(r.text for r in u.reasons[:3])
+            out.actions += _node_and_policy(policy, u.node, snapshot, "NodeNotConsolidatable",
+                                            text, "Warning", key)
+    for node in snapshot.nodes:
+        current = planner.drain_owner(node)
+        target = wanted.get(node.name)
+        if (current.value if current else None) == target:
+            continue
+        taint = None
+        if target is not None:
+            taint = current if current and current.value == target else \
+                planner.drain_taint(target, now)
+            policy = policies[target]
+            events[node.name] += _node_and_policy(
+                policy, node.name, snapshot, "NodeDrainPlanned",
+                f"tainted {names.DRAIN_TAINT}={target}:PreferNoSchedule; the policy's "
+                "descheduler evicts its Pods and they fit on the other nodes")
+        out.actions.append(Patch(kinds.kind("Node").path(name=node.name),
+                                 _taint_patch(node, taint), Target.NODE, "json",
+                                 frozenset({404, 422}), tuple(events.pop(node.name, []))))
+    for queued in events.values():
+        out.actions += queued
+
+
+def _node_and_policy(policy: Policy, node: str, snapshot: Snapshot, reason: str, message: str,
+                     kind: Literal["Normal", "Warning"] = "Normal", key: str = ""
+                     ) -> list[Action]:
+    node_uid = next((n.uid for n in snapshot.nodes if n.name == node), "")
+    policy_uid = next((p.uid for p in snapshot.policies if p.name == policy.name), "")
+    return [cluster_event("Node", node, node_uid, reason,
+                          f"policy {policy.name}: {message}", kind, key),
+            cluster_event(names.POLICY_KIND, policy.name, policy_uid, reason,
+                          f"node {node}: {message}", kind, f"{key}/policy" if key else "")]
 
 
 def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
-                  members: Mapping[WorkloadKey, list[PodInfo]], nodes: Iterable[NodeInfo],
-                  settings: PlanSettings, memory: Memory, now: datetime.datetime,
-                  out: _Pass) -> None:
+                  members: Mapping[tuple[str, str], _Membership], nodes: Iterable[NodeInfo],
+                  pods: Iterable[PodInfo], settings: PlanSettings, memory: Memory,
+                  now: datetime.datetime, out: _Pass) -> None:
     node_labels = {n.name: n.labels for n in nodes}
+    by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        m = members.get(pod.key)
+        if m is not None:
+            by_workload[m.workload.key].append(pod)
     observed = label_values(nodes)
     pools: dict[str, LabelSelector] = {}
     for key, (workload, policy) in decided.items():
@@ -171,7 +293,7 @@ def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | N
             continue
         if policy.name not in pools:
             pools[policy.name] = descheduler.node_pool(policy, observed)
-        decision = runtime_hook.decide(workload, policy, members.get(key, []), node_labels,
+        decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
                                        pools[policy.name], memory, now, settings.intent_grace)
         out.actions += decision.actions
         out.suppressed += decision.suppressed
@@ -262,8 +384,17 @@ def _deschedulers(active: list[Policy], managed: Mapping[str, int], snapshot: Sn
 # --- status ---------------------------------------------------------------------------
 
 
+def _plan_status(d: DrainPlan) -> dict[str, Any]:
+    return {"nodesInUse": len(d.nodes_in_use), "freeable": len(d.freeable),
+            "draining": len(d.draining), "freeableNodes": list(d.freeable),
+            "drainingNodes": list(d.draining),
+            "unremovable": [{"node": u.node, "reasons": [r.text for r in u.reasons]}
+                            for u in (*d.abandoned, *d.unremovable)][:50]}
+
+
 def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], available: bool,
-            pools: Mapping[str, int], now: datetime.datetime, out: _Pass) -> None:
+            pools: Mapping[str, int], drains: Mapping[str, DrainPlan], now: datetime.datetime,
+            out: _Pass) -> None:
     stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for obj in policies:
         previous = obj.status.get("conditions") or []
@@ -278,6 +409,8 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], availa
             body = status_body(policy.enabled, policy.scheduler.scheduler_name,
                                policy.scheduler.mode.value, count, obj.generation,
                                render_conditions(conditions, previous, obj.generation, stamp))
+            if obj.name in drains:
+                body["plan"] = _plan_status(drains[obj.name])
         if not _same_status(obj.status, body):
             out.actions.append(WriteStatus(kinds.kind(names.POLICY_KIND).path(
                 name=obj.name, subresource="status"), body))

@@ -26,6 +26,7 @@ from controller.snapshot import (
     owner_parser,
     parse_node,
     parse_own,
+    parse_pdb,
     parse_pod,
     parse_policy_object,
 )
@@ -68,9 +69,12 @@ class Reader:
         needs_version = any(p.policy is not None and p.policy.enabled
                             and p.policy.scheduler.mode is SchedulerMode.MANAGED
                             for p in policies)
-        return Snapshot(policies, namespaces, nodes, tuple(workloads), tuple(owners),
-                        tuple(pods), tuple(own),
-                        await self._cluster_version() if needs_version else "")
+        pdbs = tuple(parse_pdb(o) for o in (await self.api.list(
+            kinds.kind("PodDisruptionBudget").path()))[0])
+        return Snapshot(
+            policies=policies, namespaces=namespaces, nodes=nodes, pdbs=pdbs,
+            workloads=tuple(workloads), owners=tuple(owners), pods=tuple(pods), own=tuple(own),
+            cluster_version=await self._cluster_version() if needs_version else "")
 
     async def _cached(self, path: str) -> list[Any]:
         informer = self.informers.synced(path) if self.informers else None

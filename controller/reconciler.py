@@ -9,6 +9,7 @@ workloads themselves.
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Callable
 
 from compaction import names
@@ -18,6 +19,7 @@ from controller.informer import Informers
 from controller.memory import Memory
 from controller.metrics import ControllerMetrics
 from controller.plan import PlanSettings, plan
+from controller.planner import DRAIN_TIMEOUT
 from controller.reader import Reader
 from controller.runtime import RuntimeSettings
 from controller.runtime_hook import INTENT_GRACE
@@ -35,18 +37,21 @@ class Reconciler:
                  metrics: ControllerMetrics | None = None,
                  informers: Informers | None = None,
                  intent_grace: datetime.timedelta = INTENT_GRACE,
+                 drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
                  clock: Callable[[], datetime.datetime] = _utc_now) -> None:
         self.metrics = metrics or ControllerMetrics()
         self.reader = Reader(api, namespace, informers)
         self.executor = Executor(api, self.metrics)
-        self.settings = PlanSettings(runtime, namespace, intent_grace)
+        self.settings = PlanSettings(runtime, namespace, intent_grace, drain_timeout)
         self.memory = Memory()
         self.clock = clock
 
     async def reconcile(self) -> Summary:
         snapshot = await self.reader.read()
         now = self.clock()
+        started = time.perf_counter()
         decided = plan(snapshot, self.settings, now, self.memory)
+        self.metrics.plan_duration.observe(time.perf_counter() - started)
         summary, memory = await self.executor.execute(decided, self.memory, now)
         self.memory = memory.pruned({p.uid for p in snapshot.pods}, now)
         return summary

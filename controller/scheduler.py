@@ -14,6 +14,9 @@ SERVICE_ACCOUNT: Final = "compactor-scheduler"
 DEPLOYMENT: Final = "compactor-scheduler"
 CONFIG_KEY: Final = "config.yaml"
 _MOUNT: Final = "/etc/compactor-scheduler"
+# Above the sum of every other score's weight in the profile (NodeResourcesFit 1,
+# InterPodAffinity 2, NodeAffinity 2, ImageLocality 1, PodTopologySpread 2, VolumeBinding 1).
+TAINT_WEIGHT: Final = 20
 
 
 def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
@@ -33,7 +36,12 @@ def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
             # Scores that pull the other way would undo the packing: balanced allocation
             # prefers emptier nodes for lopsided Pods, and the default (system) topology
             # spread scatters replicas across nodes. A Pod's own spread constraints still apply.
-            "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+            # A node the planner drains carries a PreferNoSchedule taint: TaintToleration's
+            # weight makes it lose to any node without one, however full (MostAllocated
+            # scores at most 100 at weight 1; the taint costs 100 at this weight each).
+            "plugins": {"score": {
+                "enabled": [{"name": "TaintToleration", "weight": TAINT_WEIGHT}],
+                "disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
             "pluginConfig": [
                 {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
                     "type": "MostAllocated",

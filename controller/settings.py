@@ -21,6 +21,7 @@ from certs.manager import CertSettings
 from certs.rotation import Lifetimes, Names
 from compaction import names
 from compaction.duration import parse_duration
+from controller.planner import DRAIN_TIMEOUT
 from controller.runtime import (
     DEFAULT_RESOURCES,
     DESCHEDULER_IMAGE,
@@ -54,6 +55,7 @@ class ControllerSettings:
     lease_seconds: int = 15
     identity: str = ""
     intent_grace: datetime.timedelta = INTENT_GRACE
+    drain_timeout: datetime.timedelta = DRAIN_TIMEOUT
     metrics_port: int = 8080
     log_level: str = "INFO"
     certs: CertSettings | None = None
@@ -202,6 +204,7 @@ def load(env: Mapping[str, str] = os.environ) -> ControllerSettings:
         intent_grace=datetime.timedelta(seconds=e.number(
             "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS", INTENT_GRACE.total_seconds(),
             positive=False)),
+        drain_timeout=e.duration("COMPACTOR_CONTROLLER_DRAIN_TIMEOUT", DRAIN_TIMEOUT),
         metrics_port=e.port("COMPACTOR_CONTROLLER_METRICS_PORT", 8080),
         log_level=e.choice("COMPACTOR_LOG_LEVEL", "INFO",
                            frozenset({"DEBUG", "INFO", "WARNING", "ERROR"})).upper(),

@@ -11,12 +11,15 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
+from compaction import quantity
 from compaction.policy import Policy
 from compaction.problem import InvalidPolicy, Problem
+from compaction.selector import LabelSelector, parse_selector
 from compaction.validation import parse_policy
 from controller.objects import controller_of, meta, parse_time, revision, section, str_map
+from controller.scheduling import Placement, Taint, parse_placement
 from controller.workloads import WorkloadObject
 
 OwnerKey = tuple[str, str, str]  # kind, namespace, name
@@ -42,10 +45,55 @@ class PodInfo:
     created: datetime.datetime | None = None
     local_storage: bool = False  # an emptyDir or hostPath volume
     pvc: bool = False
+    requests: Mapping[str, int] = field(default_factory=dict)  # milli-units, as scheduled
+    placement: Placement = field(default_factory=Placement)
 
     @property
     def key(self) -> tuple[str, str]:
         return self.namespace, self.name
+
+    @property
+    def daemon(self) -> bool:
+        return self.owner is not None and self.owner[0] == "DaemonSet"
+
+    @property
+    def mirror(self) -> bool:
+        return "kubernetes.io/config.mirror" in self.annotations
+
+    @property
+    def occupies(self) -> bool:
+        """Bound and not finished: it holds its requests on its node."""
+        return bool(self.node_name) and self.phase not in ("Succeeded", "Failed")
+
+
+_NO_PLACEMENT: Final = Placement()
+
+
+def _container_requests(container: Any) -> dict[str, int]:
+    """A container's requests; a resource with a limit and no request requests its limit
+    (the API server's defaulting)."""
+    if not isinstance(container, Mapping):
+        return {}
+    resources = section(container, "resources")
+    return {**quantity.to_milli(section(resources, "limits")),
+            **quantity.to_milli(section(resources, "requests"))}
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """What the scheduler reserves for a Pod: the larger of its containers (with sidecars)
+    and any init container (with the sidecars started before it), plus the overhead."""
+    sidecars: dict[str, int] = {}
+    inits: list[dict[str, int]] = []
+    for init in spec.get("initContainers") or []:
+        own = _container_requests(init)
+        if isinstance(init, Mapping) and init.get("restartPolicy") == "Always":
+            sidecars = quantity.add(sidecars, own)
+        else:
+            inits.append(quantity.add(sidecars, own))
+    running = quantity.add(sidecars, *(_container_requests(c)
+                                       for c in spec.get("containers") or []))
+    return quantity.add(quantity.most([running, *inits]),
+                        quantity.to_milli(section(spec, "overhead")))
 
 
 def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
@@ -71,7 +119,16 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         created=parse_time(m.get("creationTimestamp")),
         local_storage=any("emptyDir" in v or "hostPath" in v for v in volumes),
         pvc=any("persistentVolumeClaim" in v for v in volumes),
+        requests=pod_requests(spec),
+        placement=_placement(spec),
     )
+
+
+def _placement(spec: Mapping[str, Any]) -> Placement:
+    if not any(spec.get(k) for k in ("nodeSelector", "affinity", "tolerations",
+                                     "topologySpreadConstraints")):
+        return _NO_PLACEMENT  # most Pods: one shared record
+    return parse_placement(spec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +158,51 @@ def owner_parser(kind: str) -> Callable[[Mapping[str, Any]], OwnerInfo]:
 class NodeInfo:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)  # milli-units
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    resource_version: str = ""
+    uid: str = ""
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
+    m, spec, status = meta(obj), section(obj, "spec"), section(obj, "status")
+    taints = tuple(Taint(str(t.get("key") or ""), str(t.get("value") or ""),
+                         str(t.get("effect") or ""), str(t.get("timeAdded") or ""))
+                   for t in spec.get("taints") or [] if isinstance(t, Mapping))
+    return NodeInfo(
+        str(m.get("name") or ""), str_map(m.get("labels")),
+        quantity.to_milli(section(status, "allocatable")), taints,
+        bool(spec.get("unschedulable")),
+        any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []),
+        str(m.get("resourceVersion") or ""), str(m.get("uid") or ""))
+
+
+@dataclass(frozen=True)
+class PdbInfo:
+    """A PodDisruptionBudget as the planner reads it: whom it covers, what it allows now."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None  # policy/v1: none selects no Pod, an empty one every Pod
+    disruptions_allowed: int
+
+    def covers(self, pod: PodInfo) -> bool:
+        return (self.selector is not None and pod.namespace == self.namespace
+                and self.selector.matches(pod.labels))
+
+
+def parse_pdb(obj: Mapping[str, Any]) -> PdbInfo:
     m = meta(obj)
-    return NodeInfo(str(m.get("name") or ""), str_map(m.get("labels")))
+    raw = section(obj, "spec").get("selector")
+    problems: list[Problem] = []
+    selector = parse_selector(raw, "", problems, allow_wildcards=True) if raw is not None \
+        else None
+    return PdbInfo(str(m.get("namespace") or ""), str(m.get("name") or ""),
+                   None if problems else selector,
+                   int(section(obj, "status").get("disruptionsAllowed") or 0))
 
 
 @dataclass(frozen=True)
@@ -117,15 +214,19 @@ class PolicyObject:
     status: Mapping[str, Any]
     policy: Policy | None  # None when it is invalid
     problems: tuple[Problem, ...] = ()
+    uid: str = ""
 
 
 def parse_policy_object(obj: Mapping[str, Any]) -> PolicyObject:
     m = meta(obj)
     name, generation = str(m.get("name", "")), int(m.get("generation") or 0)
+    uid = str(m.get("uid") or "")
     try:
-        return PolicyObject(name, generation, section(obj, "status"), parse_policy(obj))
+        return PolicyObject(name, generation, section(obj, "status"), parse_policy(obj),
+                            uid=uid)
     except InvalidPolicy as e:
-        return PolicyObject(name, generation, section(obj, "status"), None, tuple(e.problems))
+        return PolicyObject(name, generation, section(obj, "status"), None, tuple(e.problems),
+                            uid)
 
 
 @dataclass(frozen=True)
@@ -155,6 +256,7 @@ class Snapshot:
     policies: tuple[PolicyObject, ...] = ()
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     nodes: tuple[NodeInfo, ...] = ()
+    pdbs: tuple[PdbInfo, ...] = ()
     workloads: tuple[WorkloadObject, ...] = ()
     owners: tuple[OwnerInfo, ...] = ()  # ReplicaSets and Jobs
     pods: tuple[PodInfo, ...] = ()

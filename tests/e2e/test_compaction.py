@@ -98,8 +98,9 @@ def test_one_sparse_node_is_left_alone_with_number_of_nodes_one(
                                                             "pods": 50}}}}})
     cm = wait_for("the gate policy's descheduler ConfigMap", lambda: kube.get(
         path("configmaps", "compactor-system", "compactor-descheduler-gate")))
-    assert yaml.safe_load(cm["data"]["policy.yaml"])["profiles"][0]["pluginConfig"][1][
-        "args"]["numberOfNodes"] == 1
+    (hnu,) = [c for c in yaml.safe_load(cm["data"]["policy.yaml"])["profiles"][0]["pluginConfig"]
+              if c["name"] == "HighNodeUtilization"]
+    assert hnu["args"]["numberOfNodes"] == 1
     wait_for("gate pods running", lambda: sum(
         1 for p in kube.items(path("pods", "gate")) if p["status"].get("phase") == "Running")
         == 4)

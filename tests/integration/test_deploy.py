@@ -9,6 +9,7 @@ import os
 import ssl
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,9 @@ def test_install_creates_everything_and_the_deployments_roll_out(
                 path("services", "compactor-system", "compactor-webhook"),
                 path("serviceaccounts", "compactor-system", "compactor-descheduler"),
                 "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/"
-                "compactor-controller-pod-metadata-only"):
+                "compactor-controller-pod-metadata-only",
+                "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/"
+                "compactor-controller-node-drain-taint-only"):
         assert _exists(kube, url), url
     # kwok runs the Pods (their images are never pulled here).
     for name in ("compactor-webhook", "compactor-controller"):
@@ -145,6 +148,8 @@ CAN = [
     ("controller", "create", "configmaps", "compactor-system"),
     ("controller", "update", "secrets", "compactor-system"),
     ("controller", "patch", "mutatingwebhookconfigurations/compactor-webhook", None),
+    ("controller", "patch", "nodes", None),
+    ("controller", "list", "poddisruptionbudgets.policy", None),
     ("scheduler", "create", "bindings", "shop"),
     ("scheduler", "update", "leases.coordination.k8s.io/compactor-scheduler",
      "compactor-system"),
@@ -160,6 +165,7 @@ CANNOT = [
     ("controller", "create", "mutatingwebhookconfigurations", None),
     ("controller", "create", "cronjobs.batch", "shop"),
     ("controller", "update", "deployments.apps", "shop"),
+    ("controller", "patch", "nodes:status", None), ("controller", "delete", "nodes", None),
     ("scheduler", "get", "secrets", "shop"),
     ("scheduler", "update", "leases.coordination.k8s.io/compactor-controller",
      "compactor-system"),
@@ -215,6 +221,40 @@ def test_the_controller_account_may_patch_pod_metadata_but_never_pod_spec(
                  "application/merge-patch+json", headers=as_controller)
     assert _spec_patch_denied(kube, rs_url, as_controller, {"replicas": 2}, {"replicas": 1})
     assert kube.get(rs_url)["spec"]["replicas"] == 1
+
+
+def test_the_controller_account_may_set_its_drain_taint_on_a_node_and_nothing_else(
+        installed: None, cluster: Cluster, kube: Kube) -> None:
+    node = f"vap-{uuid.uuid4().hex[:5]}"
+    cluster.add_nodes(kube, [node], labels={"compactor.test/vap": "yes"}, wait=False)
+    url = path("nodes", name=node)
+    as_controller = {"Impersonate-User":
+                     "system:serviceaccount:compactor-system:compactor-controller"}
+    drain = {"key": "compactor.dev/drain", "value": "p", "effect": "PreferNoSchedule"}
+
+    def patch(body: dict[str, Any]) -> ApiError | None:
+        try:
+            kube.request("PATCH", url, body, "application/merge-patch+json",
+                         headers=as_controller)
+        except ApiError as e:
+            return e
+        return None
+
+    def refused(body: dict[str, Any]) -> bool:
+        error = patch(body)
+        return error is not None and error.status in (403, 422) and \
+            "compactor" in error.message
+    # The policy takes effect asynchronously: wait until a foreign taint is refused.
+    wait_for("the node policy active", lambda: refused(
+        {"spec": {"taints": [{"key": "other", "effect": "NoSchedule"}]}}) or (
+        kube.patch(url, {"spec": {"taints": None}}) and False))
+    assert patch({"spec": {"taints": [drain]}}) is None
+    assert (kube.get(url)["spec"]["taints"][0]["key"]) == "compactor.dev/drain"
+    assert patch({"spec": {"taints": None}}) is None
+    assert refused({"spec": {"taints": [{**drain, "effect": "NoSchedule"}]}})
+    assert refused({"spec": {"unschedulable": True}})
+    assert refused({"metadata": {"labels": {"compactor.test/vap": "no"}}})
+    kube.delete(url)
 
 
 def _spec_patch_denied(kube: Kube, url: str, headers: dict[str, str], change: dict[str, Any],

@@ -53,7 +53,9 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
         "nodeSelector": {"matchExpressions": [{"key": "compactor.test/pool", "operator": "In",
                                                "values": ["pool-*"]}]},
         "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 100, "pods": 100}}}}})
-    managed = {"compactor.dev/policy": "pack", "compactor.dev/workload-kind": "Deployment"}
+    # As the controller labels the Pods of a node its plan drains.
+    managed = {"compactor.dev/policy": "pack", "compactor.dev/workload-kind": "Deployment",
+               "compactor.dev/draining": "pack"}
     for rs in (_pinned_rs("heavy", dense, 3, "1", {}),
                _pinned_rs("movable", sparse, 1, "200m", managed),
                _pinned_rs("guarded", sparse, 1, "200m", {**managed,
@@ -164,6 +166,55 @@ def test_a_pool_pattern_matching_no_node_still_loads_in_the_real_descheduler(
     assert "unable to parse" not in log and "Evicted pod" not in log
 
 
+def test_real_descheduler_evicts_a_planned_drain_and_nothing_else(
+        cluster: Cluster, kube: Kube, namespace: str, pool: tuple[str, list[str]],
+        tmp_path: Path) -> None:
+    """RemovePodsViolatingNodeTaints takes the Pods the plan marked on the node it tainted;
+    an unmarked Pod of the policy there, and every Pod elsewhere, stay."""
+    pool_name, (dense, sparse) = pool
+    policy = parse_policy({"metadata": {"name": "plan", "uid": "u2"}, "spec": {"descheduler": {
+        "maxNoOfPodsToEvictPerNode": 5, "maxNoOfPodsToEvictPerNamespace": 5,
+        "maxNoOfPodsToEvictTotal": 5,
+        "nodeSelector": {"matchLabels": {"compactor.test/pool": pool_name}},
+        # No node is underutilized: HighNodeUtilization has nothing to do here.
+        "highNodeUtilization": {"thresholds": {"cpu": 1, "memory": 1, "pods": 1}}}}})
+    managed = {"compactor.dev/policy": "plan", "compactor.dev/workload-kind": "Deployment"}
+    for rs in (_pinned_rs("stay", dense, 1, "200m", {**managed, "compactor.dev/draining": "plan"}),
+               _pinned_rs("planned", sparse, 2, "200m", {**managed,
+                                                         "compactor.dev/draining": "plan"}),
+               _pinned_rs("unmarked", sparse, 1, "200m", managed)):
+        kube.create(path("replicasets", namespace), rs)
+    for app, n in (("stay", 1), ("planned", 2), ("unmarked", 1)):
+        def up(a: str = app, c: int = n) -> list[dict[str, Any]] | None:
+            return running_pods(kube, namespace, f"app={a}", c)
+        wait_for(f"{app} running", up)
+    kube.patch(path("nodes", name=sparse), {"spec": {"taints": [{
+        "key": "compactor.dev/drain", "value": "plan", "effect": "PreferNoSchedule"}]}})
+    try:
+        file = tmp_path / "policy.yaml"
+        file.write_text(yaml.safe_dump(render_descheduler_policy(
+            policy, {"compactor.test/pool": [pool_name]})))
+        log = ""
+        for _ in range(30):  # until its informers have listed the Pods (see above)
+            out = subprocess.run(
+                [str(cluster.bin / "descheduler"), f"--kubeconfig={cluster.kubeconfig}",
+                 f"--policy-config-file={file}", "--dry-run", "--v=4",
+                 "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                 f"--cert-dir={tmp_path / 'certs'}"],
+                capture_output=True, text=True, timeout=120, check=False)
+            log = out.stdout + out.stderr
+            assert out.returncode == 0, log[-3000:]
+            if "Evicted pod in dry run mode" in log:
+                break
+            time.sleep(0.5)
+        planned = [line for line in log.splitlines() if "Evicted pod in dry run mode" in line]
+        assert len(planned) == 2, log[-3000:]
+        assert all(f'"{namespace}/planned-' in line for line in planned)
+        assert all('strategy="RemovePodsViolatingNodeTaints"' in line for line in planned)
+    finally:
+        kube.patch(path("nodes", name=sparse), {"spec": {"taints": None}})
+
+
 def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(
         cluster: Cluster, kube: Kube, namespace: str, pool: tuple[str, list[str]],
         tmp_path: Path) -> None:
@@ -191,6 +242,16 @@ def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(
             raise AssertionError(f"{e}: {states}") from e
         # MostAllocated: every new Pod goes to the node that is already busier.
         assert {p["spec"]["nodeName"] for p in pods} == {dense}
+        # Unless the planner drains it: its PreferNoSchedule taint outweighs MostAllocated.
+        kube.patch(path("nodes", name=dense), {"spec": {"taints": [{
+            "key": "compactor.dev/drain", "value": "p", "effect": "PreferNoSchedule"}]}})
+        for i in range(3, 5):
+            kube.create(path("pods", namespace), {"metadata": {"name": f"packed-{i}",
+                                                               "labels": {"app": "avoid"}},
+                                                  "spec": spec})
+        avoided = wait_for("pods bound beside the draining node", lambda: running_pods(
+            kube, namespace, "app=avoid", 2))
+        assert {p["spec"]["nodeName"] for p in avoided} == {sparse}
         events = kube.items(path("events", namespace))
         assert any(e.get("reason") == "Scheduled" and (
             e.get("reportingComponent") == "compactor-scheduler"
@@ -198,5 +259,6 @@ def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(
         lease = kube.get(path("leases", "compactor-system", "compactor-scheduler"))
         assert lease["spec"]["holderIdentity"]
     finally:
+        kube.patch(path("nodes", name=dense), {"spec": {"taints": None}})
         proc.stop()
         cluster.processes.remove(proc)

@@ -51,8 +51,21 @@ def test_label_selector_is_the_policy_label_and_the_evictors_own_selector() -> N
          "values": ["Deployment", "StatefulSet"]},
         {"key": "compactor.dev/suppressed", "operator": "DoesNotExist"},
         {"key": "compactor.dev/protected", "operator": "DoesNotExist"},
+        {"key": "compactor.dev/draining", "operator": "In", "values": ["pack"]},
         {"key": "tier", "operator": "In", "values": ["worker"]},
     ]}
+
+
+def test_the_planners_drains_are_evicted_by_the_taint_plugin_beside_high_node_utilization(
+        ) -> None:
+    doc = render_descheduler_policy(_p({}), {})
+    taints = _args(doc, "RemovePodsViolatingNodeTaints")
+    assert taints == {"includePreferNoSchedule": True,
+                      "includedTaints": ["compactor.dev/drain=pack"],
+                      "namespaces": {"exclude": ["compactor-system", "kube-system"]}}
+    plugins = doc["profiles"][0]["plugins"]
+    assert plugins["deschedule"] == {"enabled": ["RemovePodsViolatingNodeTaints"]}
+    assert plugins["balance"] == {"enabled": ["HighNodeUtilization"]}
 
 
 @pytest.mark.parametrize(("evictor", "protections"), [

@@ -21,6 +21,8 @@ def test_config_has_one_most_allocated_profile_and_its_own_lease() -> None:
     assert fit["name"] == "NodeResourcesFit"
     # Nothing scores against packing: no balanced allocation, no system-default spreading.
     assert profile["plugins"]["score"]["disabled"] == [{"name": "NodeResourcesBalancedAllocation"}]
+    # A draining node's PreferNoSchedule taint outweighs MostAllocated and every other score.
+    assert profile["plugins"]["score"]["enabled"] == [{"name": "TaintToleration", "weight": 20}]
     assert spread == {"name": "PodTopologySpread",
                       "args": {"defaultingType": "List", "defaultConstraints": []}}
     assert fit["args"]["scoringStrategy"] == {

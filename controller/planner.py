@@ -1,0 +1,391 @@
+"""Which nodes each policy can empty, simulated before anything is evicted. Pure.
+
+A node is a candidate only if every Pod on it that must keep running can be placed on the
+other nodes, placed as the compaction scheduler would place it (MostAllocated on requests)
+and within what each destination holds already, the Pods planned onto it included.
+DaemonSet and mirror Pods never block; placeholders (priority at or below -10) must fit
+elsewhere like any Pod but are never evicted (the Cluster Autoscaler removes a node that runs
+only those). A Pod that cannot move blocks its node, and the node's reasons say which and
+why. Candidates are tried the way the peers try them, fewest Pods and least requested first,
+within the policy's node pool and thresholds; a budget bounds how many drain at once.
+
+The planner only decides. Its drains are carried out by tainting the nodes
+``compactor.dev/drain=<policy>:PreferNoSchedule``, which the compaction scheduler avoids and
+the policy's descheduler (``RemovePodsViolatingNodeTaints``) evicts from.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from compaction import names
+from compaction.policy import Policy
+from compaction.quantity import add, format_milli
+from compaction.safety import evictable_kinds, is_placeholder, unsafe_to_evict
+from compaction.selector import LabelSelector
+from compaction.utilization import Utilization, is_underutilized
+from compaction.workload import WorkloadType
+from controller.convergence import SYSTEM_CRITICAL
+from controller.objects import parse_time
+from controller.scheduling import Effect, Taint, most_allocated, tolerated
+from controller.snapshot import NodeInfo, PdbInfo, PodInfo
+
+# Taints of nodes another autoscaler is removing: never a destination, never a candidate.
+LEAVING_TAINTS: Final = frozenset({
+    "ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler",
+    "karpenter.sh/disrupted", "karpenter.sh/disruption"})
+_POD: Final = 1000  # one Pod, in the milli-units of allocatable "pods"
+
+
+def drain_taint(policy: str, since: datetime.datetime) -> Taint:
+    return Taint(names.DRAIN_TAINT, policy, Effect.PREFER_NO_SCHEDULE,
+                 since.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def drain_owner(node: NodeInfo) -> Taint | None:
+    """Our drain taint on the node, if any (its value names the policy)."""
+    return next((t for t in node.taints if t.key == names.DRAIN_TAINT), None)
+
+
+@dataclass(frozen=True)
+class Member:
+    """What the pass decided for a Pod: its workload's kind and policy, and suppression."""
+
+    kind: WorkloadType
+    policy: str | None
+    suppressed: bool
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a node cannot be freed: ``code`` for metrics, ``text`` for a person."""
+
+    code: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Unremovable:
+    node: str
+    reasons: tuple[Reason, ...]
+    stake: bool = False  # the policy has Pods it could move there
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    """One policy's plan, as its status shows it and the taints carry it out."""
+
+    policy: str
+    nodes_in_use: tuple[str, ...] = ()  # pool nodes running a Pod other than a DaemonSet's
+    freeable: tuple[str, ...] = ()  # nodes the simulation empties, in the order it drains them
+    draining: tuple[str, ...] = ()  # of those, the ones to drain now: tainted
+    drained: tuple[str, ...] = ()  # tainted and empty of movable Pods now: untainted
+    abandoned: tuple[Unremovable, ...] = ()  # tainted, but the plan no longer holds
+    unremovable: tuple[Unremovable, ...] = ()
+    # Per draining node, the Pods its descheduler may evict (they get the draining label).
+    evict: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # Where the simulation put each Pod of a freeable node: (namespace, name) -> node.
+    moves: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+
+@dataclass
+class _Node:
+    """A node as the simulation fills it."""
+
+    info: NodeInfo
+    requested: dict[str, int]
+    pods: list[PodInfo]
+
+    def free(self, resource: str) -> int:
+        return self.info.allocatable.get(resource, 0) - self.requested.get(resource, 0)
+
+
+def _utilization(node: _Node) -> Utilization:
+    def percent(resource: str) -> float:
+        capacity = node.info.allocatable.get(resource, 0)
+        return 100.0 * node.requested.get(resource, 0) / capacity if capacity else 100.0
+    return Utilization(percent("cpu"), percent("memory"), percent("pods"))
+
+
+def _leaving(node: NodeInfo) -> bool:
+    return any(t.key in LEAVING_TAINTS for t in node.taints)
+
+
+class _Cluster:
+    """Nodes with what they hold, and the Pods planned onto them so far."""
+
+    def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> None:
+        self.nodes = {n.name: _Node(n, {}, []) for n in nodes}
+        for pod in pods:
+            node = self.nodes.get(pod.node_name)
+            if node is not None and pod.occupies and not pod.deleting:
+                self._put(node, pod)
+        self.emptied: set[str] = set()
+        self.received: set[str] = set()  # destinations of planned Pods: no longer candidates
+        self.moves: dict[tuple[str, str], str] = {}
+
+    def _put(self, node: _Node, pod: PodInfo) -> None:
+        node.requested = add(node.requested, pod.requests, {"pods": _POD})
+        node.pods.append(pod)
+
+    def destinations(self, exclude: str, pool: LabelSelector) -> list[_Node]:
+        """Where the Pods of ``exclude`` may go: the pool's other nodes, ready, schedulable,
+        not leaving, not draining and not emptied by this simulation."""
+        return [n for n in self.nodes.values()
+                if n.info.name != exclude and n.info.name not in self.emptied
+                and pool.matches(n.info.labels)
+                and n.info.ready and not n.info.unschedulable and not _leaving(n.info)
+                and drain_owner(n.info) is None]
+
+    def fits(self, pod: PodInfo, node: _Node) -> bool:
+        placement = pod.placement
+        if not placement.admits(node.info.name, node.info.labels):
+            return False
+        if tolerated(node.info.taints, placement.tolerations) is not None:
+            return False
+        needs = add(pod.requests, {"pods": _POD})
+        if any(node.free(r) < amount for r, amount in needs.items() if amount > 0):
+            return False
+        return not self._repelled(pod, node)
+
+    @staticmethod
+    def _repelled(pod: PodInfo, node: _Node) -> bool:
+        """Required anti-affinity on the hostname, both ways."""
+        for other in node.pods:
+            if any(t.selects(pod.namespace, other.namespace, other.labels)
+                   for t in pod.placement.anti_affinity):
+                return True
+            if any(t.selects(other.namespace, pod.namespace, pod.labels)
+                   for t in other.placement.anti_affinity):
+                return True
+        return False
+
+    def place(self, pod: PodInfo, exclude: str, pool: LabelSelector) -> _Node | None:
+        """The node the compaction scheduler would pick: feasible, most allocated."""
+        best: tuple[float, str] | None = None
+        chosen: _Node | None = None
+        for node in self.destinations(exclude, pool):
+            if not self.fits(pod, node):
+                continue
+            score = most_allocated(add(node.requested, pod.requests), node.info.allocatable)
+            key = (-score, node.info.name)
+            if best is None or key < best:
+                best, chosen = key, node
+        return chosen
+
+    def shortfall(self, pod: PodInfo, exclude: str, pool: LabelSelector) -> str:
+        """Why ``pod`` fits no destination, for a person: the first resource short everywhere
+        it could go, or its constraints."""
+        admitting = [n for n in self.destinations(exclude, pool)
+                     if pod.placement.admits(n.info.name, n.info.labels)
+                     and tolerated(n.info.taints, pod.placement.tolerations) is None]
+        if not admitting:
+            return "no other node admits it (pool, nodeSelector, affinity or taints)"
+        for resource, amount in sorted(add(pod.requests, {"pods": _POD}).items()):
+            if amount > 0 and all(n.free(resource) < amount for n in admitting):
+                return "room for 1 more Pod" if resource == "pods" else \
+                    f"{resource} {format_milli(resource, amount)}"
+        return "required anti-affinity on the hostname"
+
+    def move(self, pods: Sequence[PodInfo], source: str, pool: LabelSelector) -> Reason | None:
+        """Place every Pod of ``source`` elsewhere, or none: the reason it failed, or None."""
+        saved = {name: (list(n.pods), dict(n.requested)) for name, n in self.nodes.items()}
+        received, moves = set(self.received), dict(self.moves)
+        # Largest first, as first-fit decreasing packs.
+        for pod in sorted(pods, key=lambda p: (-p.requests.get("cpu", 0),
+                                               -p.requests.get("memory", 0), p.name)):
+            target = self.place(pod, source, pool)
+            if target is None:
+                for name, (held, requested) in saved.items():
+                    self.nodes[name].pods, self.nodes[name].requested = held, requested
+                self.received, self.moves = received, moves
+                return Reason("does_not_fit", f"pod {pod.namespace}/{pod.name} does not fit "
+                              f"elsewhere: {self.shortfall(pod, source, pool)}")
+            self._put(target, pod)
+            self.received.add(target.info.name)
+            self.moves[pod.key] = target.info.name
+        self.emptied.add(source)
+        return None
+
+
+def _blocker(pod: PodInfo, member: Member | None, policy: Policy,
+             pdbs: Sequence[PdbInfo]) -> Reason | None:
+    """Why this Pod keeps its node for ``policy``; None when the policy can move it."""
+    who = f"pod {pod.namespace}/{pod.name}"
+    ev = policy.descheduler.default_evictor
+    if pod.namespace in names.PROTECTED_NAMESPACES:
+        return Reason("protected_namespace", f"{who} is in {pod.namespace}")
+    if pod.owner is None:
+        return Reason("bare_pod", f"{who} has no controller (a bare Pod is never recreated)")
+    if member is None or member.policy != policy.name:
+        return Reason("out_of_scope", f"{who} is not in the policy's scope")
+    if member.kind not in evictable_kinds(ev.evict_daemon_set_pods):
+        return Reason("kind_not_evicted",
+                      f"{who} belongs to a {member.kind.value} (its Pods are not evicted)")
+    if member.suppressed:
+        return Reason("suppressed", f"{who} belongs to a suppressed workload")
+    if unsafe_to_evict(pod.annotations):
+        value = pod.annotations[names.SAFE_TO_EVICT_ANNOTATION]
+        return Reason("safe_to_evict", f"{who} safe-to-evict={value}")
+    for pdb in pdbs:
+        if pdb.covers(pod) and pdb.disruptions_allowed <= 0:
+            return Reason("pdb", f"pdb {pdb.namespace}/{pdb.name} allows 0 disruptions")
+    if pod.local_storage and not ev.evict_local_storage_pods:
+        return Reason("local_storage", f"{who} uses local storage")
+    if pod.pvc and ev.ignore_pvc_pods:
+        return Reason("pvc", f"{who} has a PersistentVolumeClaim")
+    critical = pod.priority_class_name in SYSTEM_CRITICAL or (
+        pod.priority is not None and pod.priority >= 2_000_000_000)
+    if critical and not ev.evict_system_critical_pods:
+        return Reason("system_critical", f"{who} is system-critical")
+    if pod.placement.unsimulated:
+        return Reason("not_simulated", f"{who}: {pod.placement.unsimulated} is not simulated")
+    return None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    node: str
+    movable: tuple[PodInfo, ...]  # the policy evicts these
+    riders: tuple[PodInfo, ...]  # placeholders: they must fit elsewhere too, nobody evicts them
+    blockers: tuple[Reason, ...]
+
+
+def _candidates(pool: Sequence[_Node], policy: Policy, members: Mapping[tuple[str, str], Member],
+                pdbs: Sequence[PdbInfo]) -> list[Candidate]:
+    out = []
+    for node in pool:
+        movable: list[PodInfo] = []
+        riders: list[PodInfo] = []
+        blockers: list[Reason] = []
+        for pod in node.pods:
+            if pod.daemon or pod.mirror:
+                continue
+            if is_placeholder(pod.priority):
+                riders.append(pod)
+                continue
+            reason = _blocker(pod, members.get(pod.key), policy, pdbs)
+            if reason is None:
+                movable.append(pod)
+            else:
+                blockers.append(reason)
+        out.append(Candidate(node.info.name, tuple(movable), tuple(riders), tuple(blockers)))
+    return out
+
+
+def _order(candidate: Candidate, node: _Node) -> tuple[int, float, str]:
+    """Fewest Pods, then least requested, then name: the order peers try nodes in."""
+    u = _utilization(node)
+    return (len(candidate.movable) + len(candidate.riders), u.cpu + u.memory, candidate.node)
+
+
+def _gates(node: _Node, policy: Policy, ours: Taint | None, gate: tuple[bool, int]
+           ) -> list[Reason]:
+    """Why a node is no candidate at all, whatever its Pods."""
+    hnu = policy.descheduler.high_node_utilization
+    reasons = []
+    if not node.info.ready or node.info.unschedulable:
+        reasons.append(Reason("not_ready", "node is not ready or is cordoned"))
+    if _leaving(node.info):
+        reasons.append(Reason("leaving", "node is being removed by an autoscaler"))
+    if ours is not None:
+        reasons.append(Reason("draining_for_other",
+                              f"node is draining for policy {ours.value}"))
+    u = _utilization(node)
+    if not is_underutilized(u, hnu.thresholds):
+        t = hnu.thresholds
+        reasons.append(Reason("above_thresholds", (
+            f"above the thresholds (cpu {u.cpu:.0f}%/{t.cpu:g}%, memory {u.memory:.0f}%/"
+            f"{t.memory:g}%, pods {u.pods:.0f}%/{t.pods:g}%)")))
+    elif not gate[0]:
+        reasons.append(Reason("number_of_nodes", (
+            f"only {gate[1]} underutilized nodes; numberOfNodes is {hnu.number_of_nodes}")))
+    return reasons
+
+
+def plan_policy(policy: Policy, cluster: _Cluster, pool: LabelSelector,
+                members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
+                now: datetime.datetime, drain_timeout: datetime.timedelta) -> DrainPlan:
+    hnu = policy.descheduler.high_node_utilization
+    in_pool = [n for n in cluster.nodes.values() if pool.matches(n.info.labels)]
+    in_use = tuple(sorted(n.info.name for n in in_pool
+                          if any(not (p.daemon or p.mirror) for p in n.pods)))
+    candidates = {c.node: c for c in _candidates(in_pool, policy, members, pdbs)}
+    mine = sorted(n.info.name for n in cluster.nodes.values()
+                  if (t := drain_owner(n.info)) is not None and t.value == policy.name)
+    unremovable: dict[str, list[Reason]] = {}
+    stakes: set[str] = set()  # unremovable nodes where this policy has Pods to move
+    drained: list[str] = []
+    abandoned: list[Unremovable] = []
+    freeable: list[str] = []
+    underutilized = sum(1 for n in in_pool if is_underutilized(_utilization(n), hnu.thresholds))
+    gate = (underutilized > hnu.number_of_nodes, underutilized)
+
+    # What this policy drains already comes first: kept while the plan holds.
+    for name in mine:
+        c = candidates.get(name)
+        if c is None:
+            abandoned.append(Unremovable(name, (Reason("left_pool",
+                                                       "node left the policy's node pool"),)))
+            continue
+        if not c.movable:
+            drained.append(name)
+            cluster.emptied.add(name)
+            continue
+        taint = drain_owner(cluster.nodes[name].info)
+        started = parse_time(taint.time_added) if taint else None
+        reason = (Reason("timed_out", f"the drain did not finish within {drain_timeout}")
+                  if started is not None and now - started > drain_timeout
+                  else c.blockers[0] if c.blockers
+                  else cluster.move(c.movable + c.riders, name, pool))
+        if reason is None:
+            freeable.append(name)
+        else:
+            abandoned.append(Unremovable(name, (reason,)))
+    kept = len(freeable)
+    order = sorted((c for c in candidates.values() if c.node not in mine),
+                   key=lambda c: _order(c, cluster.nodes[c.node]))
+    for c in order:
+        if not c.movable and not c.riders and not c.blockers:
+            continue  # nothing but DaemonSet and mirror Pods runs here
+        if c.node in cluster.received:
+            unremovable[c.node] = [Reason("destination",
+                                          "takes Pods of the nodes planned to drain first")]
+            continue
+        node = cluster.nodes[c.node]
+        reasons = list(c.blockers) + _gates(node, policy, drain_owner(node.info), gate)
+        if not reasons:
+            failure = cluster.move(c.movable + c.riders, c.node, pool)
+            if failure is None:
+                freeable.append(c.node)
+                continue
+            reasons.append(failure)
+        unremovable[c.node] = reasons
+        if c.movable:
+            stakes.add(c.node)
+    # Only nodes with Pods to evict drain; one of placeholders only is the autoscaler's.
+    drainable = [n for n in freeable if candidates[n].movable]
+    draining = tuple(drainable[:max(policy.descheduler.max_draining_nodes, kept)])
+    return DrainPlan(
+        policy.name, in_use, tuple(freeable), draining, tuple(drained), tuple(abandoned),
+        tuple(Unremovable(n, tuple(r), n in stakes) for n, r in sorted(unremovable.items())),
+        {n: tuple(p.key for p in candidates[n].movable) for n in draining},
+        {key: node for key, node in cluster.moves.items()
+         if key in {p.key for n in freeable for p in candidates[n].movable + candidates[n].riders}})
+
+
+DRAIN_TIMEOUT: Final = datetime.timedelta(hours=6)
+
+
+def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[NodeInfo],
+                pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
+                pdbs: Sequence[PdbInfo], now: datetime.datetime,
+                drain_timeout: datetime.timedelta = DRAIN_TIMEOUT) -> list[DrainPlan]:
+    """Every policy's plan, in name order, on one simulated cluster: what one policy plans
+    onto a node is there for the next."""
+    cluster = _Cluster(nodes, pods)
+    return [plan_policy(policy, cluster, pool, members, pdbs, now, drain_timeout)
+            for policy, pool in sorted(policies, key=lambda pp: pp[0].name)]

@@ -1,0 +1,165 @@
+"""The planner's drains on the real API server: the taint and the Pod labels it writes, the
+status and Events it shows, how a drain ends, and a dry run that writes nothing."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from controller.api import Api
+from controller.reconciler import Reconciler
+from controller.runtime import RuntimeSettings
+from localcluster import Cluster, Kube
+from localcluster.cluster import NodeShape
+from localcluster.kube import path, wait_for
+from tests.integration.conftest import Policies
+from tests.integration.helpers import pod_template, running_pods
+
+
+def _pool(cluster: Cluster, kube: Kube) -> tuple[str, str, str]:
+    pool = f"drain-{uuid.uuid4().hex[:5]}"
+    dense, sparse = f"{pool}-dense", f"{pool}-sparse"
+    cluster.add_nodes(kube, [dense, sparse], NodeShape(), labels={"compactor.test/pool": pool})
+    return pool, dense, sparse
+
+
+def _deployment(name: str, replicas: int, cpu: str, node: str,
+                annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    template = pod_template({"app": name}, cpu)
+    template["spec"]["nodeName"] = node
+    template["metadata"]["annotations"] = annotations or {}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": template}}
+
+
+def _policy(policies: Policies, ns: str, pool: str, enabled: bool = True) -> str:
+    return policies.make(ns, {"descheduler": {
+        "enabled": enabled,
+        "nodeSelector": {"matchLabels": {"compactor.test/pool": pool}},
+        "highNodeUtilization": {"thresholds": {"cpu": 90, "memory": 90, "pods": 90}}}})
+
+
+def _drain_taint(kube: Kube, node: str) -> dict[str, Any] | None:
+    taints = kube.get(path("nodes", name=node))["spec"].get("taints") or []
+    return next((t for t in taints if t["key"] == "compactor.dev/drain"), None)
+
+
+def _events(kube: Kube, kind: str, name: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in kube.items(path("events", "default"))
+            if e["involvedObject"].get("kind") == kind and e["involvedObject"]["name"] == name
+            and e["reason"] == reason]
+
+
+def _setup(cluster: Cluster, kube: Kube, ns: str) -> tuple[str, str, str]:
+    pool, dense, sparse = _pool(cluster, kube)
+    kube.create(path("deployments", ns), _deployment("heavy", 2, "1", dense))
+    kube.create(path("deployments", ns), _deployment("light", 2, "250m", sparse))
+    wait_for("heavy running", lambda: running_pods(kube, ns, "app=heavy", 2))
+    wait_for("light running", lambda: running_pods(kube, ns, "app=light", 2))
+    return pool, dense, sparse
+
+
+@pytest.mark.asyncio
+async def test_the_plan_taints_the_node_it_empties_labels_its_pods_and_untaints_it_after(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler) -> None:
+    pool, dense, sparse = _setup(cluster, kube, namespace)
+    name = _policy(compaction_policies, namespace, pool)
+    summary = await in_process_reconciler.reconcile()
+    assert not summary.errors, summary.errors
+
+    taint = _drain_taint(kube, sparse)
+    assert taint is not None and taint["value"] == name
+    assert taint["effect"] == "PreferNoSchedule" and taint.get("timeAdded")
+    assert _drain_taint(kube, dense) is None
+    for pod in kube.items(path("pods", namespace), "app=light"):
+        assert pod["metadata"]["labels"]["compactor.dev/draining"] == name
+    for pod in kube.items(path("pods", namespace), "app=heavy"):
+        assert "compactor.dev/draining" not in pod["metadata"]["labels"]
+    plan = kube.get(compaction_policies.path(name))["status"]["plan"]
+    assert (plan["nodesInUse"], plan["freeable"], plan["draining"]) == (2, 1, 1)
+    assert plan["drainingNodes"] == [sparse]
+    assert any("takes Pods of the nodes planned to drain first" in r
+               for u in plan["unremovable"] if u["node"] == dense for r in u["reasons"])
+    assert _events(kube, "Node", sparse, "NodeDrainPlanned")
+    assert _events(kube, "ClusterCompactionPolicy", name, "NodeDrainPlanned")
+    table = kube.request("GET", compaction_policies.path(name), headers={
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    cells = dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"],
+                     strict=True))
+    assert (cells["Nodes"], cells["Freeable"], cells["Draining"]) == (2, 1, 1)
+
+    # The drain goes on as planned while nothing changes.
+    await in_process_reconciler.reconcile()
+    assert _drain_taint(kube, sparse) == taint
+
+    # Its Pods are gone (as if evicted and replaced elsewhere): drained, the taint goes.
+    kube.patch(path("deployments", namespace, "light"), {"spec": {"replicas": 0}})
+    wait_for("the light Pods gone", lambda: not kube.items(path("pods", namespace), "app=light"))
+    await in_process_reconciler.reconcile()
+    assert _drain_taint(kube, sparse) is None
+    assert _events(kube, "Node", sparse, "NodeDrained")
+    assert kube.get(compaction_policies.path(name))["status"]["plan"]["draining"] == 0
+
+
+@pytest.mark.asyncio
+async def test_with_the_descheduler_disabled_the_plan_is_shown_and_nothing_written(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler) -> None:
+    pool, dense, sparse = _setup(cluster, kube, namespace)
+    name = _policy(compaction_policies, namespace, pool, enabled=False)
+    await in_process_reconciler.reconcile()
+    plan = kube.get(compaction_policies.path(name))["status"]["plan"]
+    assert plan["freeableNodes"] == [sparse] and plan["drainingNodes"] == [sparse]
+    assert _drain_taint(kube, sparse) is None and _drain_taint(kube, dense) is None
+    assert not any("compactor.dev/draining" in p["metadata"]["labels"]
+                   for p in kube.items(path("pods", namespace)))
+
+
+@pytest.mark.asyncio
+async def test_a_blocker_appearing_ends_the_drain_and_says_why(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler) -> None:
+    pool, dense, sparse = _setup(cluster, kube, namespace)
+    name = _policy(compaction_policies, namespace, pool)
+    await in_process_reconciler.reconcile()
+    assert _drain_taint(kube, sparse) is not None
+    kube.create(path("deployments", namespace), _deployment(
+        "pinned", 1, "100m", sparse,
+        {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}))
+    wait_for("pinned running", lambda: running_pods(kube, namespace, "app=pinned", 1))
+    await in_process_reconciler.reconcile()
+    assert _drain_taint(kube, sparse) is None
+    (event,) = _events(kube, "Node", sparse, "NodeNotConsolidatable")[:1]
+    assert "safe-to-evict=false" in event["message"]
+    for pod in kube.items(path("pods", namespace), "app=light"):
+        assert "compactor.dev/draining" not in pod["metadata"]["labels"]
+    reasons = [r for u in kube.get(compaction_policies.path(name))["status"]["plan"][
+        "unremovable"] if u["node"] == sparse for r in u["reasons"]]
+    assert any("safe-to-evict=false" in r for r in reasons)
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_controller_adopts_its_drain_and_clears_a_dead_policys(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler) -> None:
+    pool, dense, sparse = _setup(cluster, kube, namespace)
+    name = _policy(compaction_policies, namespace, pool)
+    await in_process_reconciler.reconcile()
+    taint = _drain_taint(kube, sparse)
+    assert taint is not None
+    api = await Api.connect(str(cluster.kubeconfig))
+    try:
+        restarted = Reconciler(api, RuntimeSettings())  # a new process: no memory
+        await restarted.reconcile()
+        assert _drain_taint(kube, sparse) == taint, "the same drain, since the same time"
+        compaction_policies.delete(name)
+        await restarted.reconcile()
+    finally:
+        await api.close()
+    assert _drain_taint(kube, sparse) is None
+    assert not any("compactor.dev/draining" in p["metadata"]["labels"]
+                   for p in kube.items(path("pods", namespace)))

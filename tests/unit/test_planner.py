@@ -1,0 +1,337 @@
+"""The drain planner as table tests and properties (hypothesis): nodes and Pods in, which
+nodes can be freed and why the others cannot, out. The planner is pure."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.policy import Policy
+from compaction.quantity import add
+from compaction.selector import LabelSelector, Operator, requirement
+from compaction.validation import parse_policy
+from compaction.workload import WorkloadType
+from controller.planner import DrainPlan, Member, drain_taint, plan_drains
+from controller.scheduling import AntiAffinity, Placement, Taint, Toleration
+from controller.snapshot import NodeInfo, PdbInfo, PodInfo
+
+NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+GI = 2**30 * 1000
+
+
+def _policy(**descheduler: Any) -> Policy:
+    return parse_policy({"metadata": {"name": "p"}, "spec": {"descheduler": {
+        "highNodeUtilization": {"thresholds": {"cpu": 80, "memory": 80, "pods": 80}},
+        **descheduler}}})
+
+
+POLICY = _policy()
+ALL = LabelSelector()
+
+
+def node(name: str, cpu: float = 4, gi: float = 16, taints: Sequence[Taint] = (),
+         labels: dict[str, str] | None = None, gpus: int = 0) -> NodeInfo:
+    allocatable = {"cpu": int(cpu * 1000), "memory": int(gi * GI), "pods": 110_000}
+    if gpus:
+        allocatable["nvidia.com/gpu"] = gpus * 1000
+    return NodeInfo(name, {"kubernetes.io/hostname": name, **(labels or {})}, allocatable,
+                    tuple(taints))
+
+
+def pod(name: str, on: str, cpu: float = 0.5, gi: float = 1, ns: str = "shop",
+        owner: tuple[str, str] | None = ("ReplicaSet", "web-1"), **extra: Any) -> PodInfo:
+    requests = {"cpu": int(cpu * 1000), "memory": int(gi * GI), **extra.pop("requests", {})}
+    return PodInfo(ns, name, f"uid-{name}", extra.pop("labels", {"app": "web"}),
+                   extra.pop("annotations", {}), owner, node_name=on, phase="Running",
+                   ready=True, requests=requests, **extra)
+
+
+def managed(*pods: PodInfo, kind: WorkloadType = WorkloadType.DEPLOYMENT,
+            policy: str | None = "p", suppressed: bool = False
+            ) -> dict[tuple[str, str], Member]:
+    return {p.key: Member(kind, policy, suppressed) for p in pods}
+
+
+def _plan(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
+          members: dict[tuple[str, str], Member] | None = None,
+          pdbs: Sequence[PdbInfo] = (), policy: Policy = POLICY, pool: LabelSelector = ALL,
+          budget: int = 1) -> DrainPlan:
+    members = managed(*pods) if members is None else members
+    if budget != policy.descheduler.max_draining_nodes:
+        policy = replace(policy, descheduler=replace(policy.descheduler,
+                                                     max_draining_nodes=budget))
+    (result,) = plan_drains([(policy, pool)], nodes, pods, members, pdbs, NOW)
+    return result
+
+
+def _reasons(plan: DrainPlan, name: str) -> list[str]:
+    return [r.text for u in plan.unremovable if u.node == name for r in u.reasons]
+
+
+DENSE = [pod("d1", "dense", 1.5), pod("d2", "dense", 1)]
+
+
+def test_the_sparse_node_is_drained_onto_the_dense_one() -> None:
+    pods = [*DENSE, pod("s1", "sparse", 0.5)]
+    plan = _plan([node("dense"), node("sparse")], pods)
+    assert plan.freeable == ("sparse",) and plan.draining == ("sparse",)
+    assert plan.evict == {"sparse": (("shop", "s1"),)}
+    assert plan.moves == {("shop", "s1"): "dense"}
+    assert plan.nodes_in_use == ("dense", "sparse")
+    assert _reasons(plan, "dense") == ["takes Pods of the nodes planned to drain first"]
+
+
+def test_a_pod_that_fits_nowhere_else_keeps_its_node_and_says_how_much_is_missing() -> None:
+    pods = [pod("d1", "dense", 3.5), pod("s1", "sparse", 0.6)]
+    plan = _plan([node("dense"), node("sparse")], pods)
+    assert plan.freeable == () or plan.freeable == ("dense",)
+    assert "pod shop/s1 does not fit elsewhere: cpu 600m" in _reasons(plan, "sparse")
+
+
+BLOCKERS: list[tuple[str, PodInfo, dict[tuple[str, str], Member], str]] = [
+    ("safe-to-evict", pod("b", "sparse", annotations={
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}), {},
+     "pod shop/b safe-to-evict=false"),
+    ("on-completion", pod("b", "sparse", annotations={
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "on-completion"}), {},
+     "pod shop/b safe-to-evict=on-completion"),
+    ("local-storage", pod("b", "sparse", local_storage=True), {}, "pod shop/b uses local storage"),
+    ("pvc", pod("b", "sparse", pvc=True), {}, "pod shop/b has a PersistentVolumeClaim"),
+    ("bare", pod("b", "sparse", owner=None), {},
+     "pod shop/b has no controller (a bare Pod is never recreated)"),
+    ("kube-system", pod("b", "sparse", ns="kube-system"), {},
+     "pod kube-system/b is in kube-system"),
+    ("out-of-scope", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.DEPLOYMENT, None,
+                                                               False)},
+     "pod shop/b is not in the policy's scope"),
+    ("other-policy", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.DEPLOYMENT, "q",
+                                                               False)},
+     "pod shop/b is not in the policy's scope"),
+    ("job", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.JOB, "p", False)},
+     "pod shop/b belongs to a Job (its Pods are not evicted)"),
+    ("suppressed", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.DEPLOYMENT, "p",
+                                                             True)},
+     "pod shop/b belongs to a suppressed workload"),
+    ("critical", pod("b", "sparse", priority_class_name="system-cluster-critical"), {},
+     "pod shop/b is system-critical"),
+    ("zone-anti-affinity", pod("b", "sparse", placement=Placement(
+        unsimulated="required pod anti-affinity on topology.kubernetes.io/zone")), {},
+     "pod shop/b: required pod anti-affinity on topology.kubernetes.io/zone is not simulated"),
+]
+
+
+@pytest.mark.parametrize(("blocker", "members", "reason"), [b[1:] for b in BLOCKERS],
+                         ids=[b[0] for b in BLOCKERS])
+def test_a_pod_that_cannot_move_blocks_its_node(blocker: PodInfo,
+                                                members: dict[tuple[str, str], Member],
+                                                reason: str) -> None:
+    movable = pod("s1", "sparse")
+    pods = [*DENSE, movable, blocker]
+    plan = _plan([node("dense"), node("sparse")], pods, {**managed(*DENSE, movable, blocker),
+                                                        **members})
+    assert "sparse" not in plan.freeable and "sparse" not in plan.draining
+    assert reason in _reasons(plan, "sparse")
+
+
+def test_a_pdb_allowing_no_disruption_blocks_and_one_allowing_some_does_not() -> None:
+    pods = [*DENSE, pod("s1", "sparse", labels={"app": "payments"})]
+    sel = LabelSelector((requirement("app", Operator.IN, "payments"),))
+    tight = _plan([node("dense"), node("sparse")], pods, pdbs=[PdbInfo("shop", "pay", sel, 0)])
+    assert "pdb shop/pay allows 0 disruptions" in _reasons(tight, "sparse")
+    loose = _plan([node("dense"), node("sparse")], pods, pdbs=[PdbInfo("shop", "pay", sel, 1)])
+    assert loose.freeable == ("sparse",)
+    other_ns = _plan([node("dense"), node("sparse")], pods,
+                     pdbs=[PdbInfo("bank", "pay", sel, 0)])
+    assert other_ns.freeable == ("sparse",)
+
+
+def test_daemonset_and_mirror_pods_never_block() -> None:
+    pods = [*DENSE, pod("s1", "sparse"), pod("agent", "sparse", owner=("DaemonSet", "agent")),
+            pod("static", "sparse", owner=("Node", "sparse"),
+                annotations={"kubernetes.io/config.mirror": "x"})]
+    members = managed(*DENSE, pods[2])
+    assert _plan([node("dense"), node("sparse")], pods, members).freeable == ("sparse",)
+
+
+def test_placeholders_must_fit_elsewhere_but_are_never_evicted() -> None:
+    holder = pod("hold", "sparse", 1, 2, ns="headroom", priority=-10,
+                 owner=("ReplicaSet", "capacity-reservation-1"))
+    pods = [*DENSE, pod("s1", "sparse"), holder]
+    plan = _plan([node("dense"), node("sparse")], pods, managed(*DENSE, pods[2]))
+    assert plan.freeable == ("sparse",) and plan.evict == {"sparse": (("shop", "s1"),)}
+    assert plan.moves[("headroom", "hold")] == "dense"
+    big = pod("hold", "sparse", 2, 2, ns="headroom", priority=-10, owner=("ReplicaSet", "c"))
+    plan = _plan([node("dense"), node("sparse")], [*DENSE, pods[2], big],
+                 managed(*DENSE, pods[2]))
+    assert "pod headroom/hold does not fit elsewhere: cpu 2" in _reasons(plan, "sparse")
+
+
+def test_a_node_of_placeholders_only_is_freeable_without_a_drain() -> None:
+    holder = pod("hold", "spare", 1, 2, ns="headroom", priority=-10, owner=("ReplicaSet", "c"))
+    plan = _plan([node("dense"), node("spare")], [*DENSE, holder], managed(*DENSE))
+    assert plan.freeable == ("spare",) and plan.draining == ()
+
+
+PLACEMENT_CASES = [
+    ("node-selector", Placement(node_selector={"pool": "gpu"}),
+     "no other node admits it (pool, nodeSelector, affinity or taints)"),
+    ("untolerated-taint", Placement(), "no other node admits it"),
+]
+
+
+def test_a_pod_goes_only_where_its_node_selector_and_the_taints_allow() -> None:
+    picky = pod("s1", "sparse", placement=Placement(node_selector={"pool": "gpu"}))
+    plan = _plan([node("dense"), node("sparse", labels={"pool": "gpu"})], [*DENSE, picky])
+    assert any("no other node admits it" in r for r in _reasons(plan, "sparse"))
+    tainted = [node("dense", taints=[Taint("dedicated", "db", "NoSchedule")]), node("sparse")]
+    plan = _plan(tainted, [*DENSE, pod("s1", "sparse")])
+    assert any("no other node admits it" in r for r in _reasons(plan, "sparse"))
+    tolerant = pod("s1", "sparse", placement=Placement(tolerations=(
+        Toleration("dedicated", "Equal", "db", "NoSchedule"),)))
+    assert _plan(tainted, [*DENSE, tolerant]).freeable == ("sparse",)
+
+
+def test_required_anti_affinity_on_the_hostname_is_honoured_both_ways() -> None:
+    sel = LabelSelector((requirement("app", Operator.IN, "web"),))
+    spread = Placement(anti_affinity=(AntiAffinity(sel, ()),))
+    lonely = pod("s1", "sparse", placement=spread)
+    assert _plan([node("dense"), node("sparse")], [*DENSE, lonely]).freeable == ()
+    guarded = [pod("d1", "dense", 1.5, placement=spread), pod("s1", "sparse")]
+    assert _plan([node("dense"), node("sparse")], guarded).freeable == ()
+    other_app = pod("s1", "sparse", labels={"app": "api"})
+    assert _plan([node("dense"), node("sparse")], [guarded[0], other_app]).freeable == (
+        "sparse",)
+
+
+def test_a_node_another_autoscaler_removes_is_never_a_destination() -> None:
+    leaving = node("dense", taints=[Taint("ToBeDeletedByClusterAutoscaler", "", "NoSchedule")])
+    plan = _plan([leaving, node("sparse")], [*DENSE, pod("s1", "sparse")])
+    assert "sparse" not in plan.freeable
+    assert "node is being removed by an autoscaler" in _reasons(plan, "dense")
+
+
+def test_what_is_planned_onto_a_destination_counts_for_the_next_node() -> None:
+    nodes = [node("dense"), node("a"), node("b")]
+    pods = [pod("d1", "dense", 2), pod("a1", "a", 1.5), pod("b1", "b", 1.5)]
+    plan = _plan(nodes, pods, budget=5)
+    assert len(plan.freeable) == 1, plan
+    (other,) = {"a", "b"} - set(plan.freeable)
+    assert any("does not fit elsewhere" in r or "takes Pods" in r
+               for r in _reasons(plan, other))
+
+
+def test_candidates_go_fewest_pods_first_and_the_budget_bounds_the_drains() -> None:
+    nodes = [node("dense"), node("two"), node("one")]
+    pods = [pod("d1", "dense", 1), pod("t1", "two", 0.25), pod("t2", "two", 0.25),
+            pod("o1", "one", 0.25)]
+    plan = _plan(nodes, pods, budget=1)
+    assert plan.freeable[0] == "one" and plan.draining == ("one",)
+    assert _plan(nodes, pods, budget=2).draining == plan.freeable[:2]
+
+
+def test_thresholds_and_number_of_nodes_keep_their_reference_meaning() -> None:
+    pods = [pod("d1", "dense", 1), pod("s1", "sparse", 3.5)]
+    plan = _plan([node("dense"), node("sparse")], pods)
+    assert any(r.startswith("above the thresholds") for r in _reasons(plan, "sparse"))
+    gated = _policy(highNodeUtilization={"numberOfNodes": 2, "thresholds": {
+        "cpu": 80, "memory": 80, "pods": 80}})
+    plan = _plan([node("dense"), node("sparse")], [*DENSE, pod("s1", "sparse")], policy=gated)
+    assert any("numberOfNodes is 2" in r for r in _reasons(plan, "sparse"))
+
+
+def test_the_pool_bounds_candidates_and_destinations() -> None:
+    pool = LabelSelector((requirement("pool", Operator.IN, "a"),))
+    nodes = [node("dense"), node("sparse", labels={"pool": "a"}),
+             node("other", labels={"pool": "a"})]
+    plan = _plan(nodes, [*DENSE, pod("s1", "sparse")], pool=pool)
+    # "dense" is outside the pool: the Pod may go to "other" only, which is empty.
+    assert plan.moves.get(("shop", "s1")) == "other"
+
+
+def _draining(name: str, since: datetime.datetime = NOW) -> NodeInfo:
+    return node(name, taints=[drain_taint("p", since)])
+
+
+def test_a_drain_in_progress_is_kept_finished_or_abandoned() -> None:
+    pods = [*DENSE, pod("s1", "sparse")]
+    kept = _plan([node("dense"), _draining("sparse")], pods)
+    assert kept.draining == ("sparse",) and not kept.abandoned
+    done = _plan([node("dense"), _draining("sparse")], DENSE)
+    assert done.drained == ("sparse",)
+    blocked = [*pods, pod("b", "sparse", annotations={
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})]
+    (gone,) = _plan([node("dense"), _draining("sparse")], blocked).abandoned
+    assert gone.reasons[0].code == "safe_to_evict"
+    old = _draining("sparse", NOW - datetime.timedelta(hours=7))
+    (late,) = _plan([node("dense"), old], pods).abandoned
+    assert late.reasons[0].code == "timed_out"
+    pool = LabelSelector((requirement("pool", Operator.IN, "a"),))
+    (left,) = _plan([node("dense", labels={"pool": "a"}), _draining("sparse")], pods,
+                    pool=pool).abandoned
+    assert left.reasons[0].code == "left_pool"
+
+
+def test_another_policys_drain_is_neither_candidate_nor_destination() -> None:
+    theirs = node("dense", taints=[drain_taint("q", NOW)])
+    plan = _plan([theirs, node("sparse")], [*DENSE, pod("s1", "sparse")])
+    assert "node is draining for policy q" in _reasons(plan, "dense")
+    assert "sparse" not in plan.freeable
+
+
+def test_extended_resources_must_fit_too() -> None:
+    gpu = pod("s1", "sparse", requests={"nvidia.com/gpu": 1000})
+    plan = _plan([node("dense"), node("sparse", gpus=1)], [*DENSE, gpu])
+    assert "pod shop/s1 does not fit elsewhere: nvidia.com/gpu 1" in _reasons(plan, "sparse")
+    plan = _plan([node("dense", gpus=2), node("sparse")], [*DENSE, gpu])
+    assert plan.freeable == ("sparse",)
+
+
+# --- properties ------------------------------------------------------------------------
+
+sizes = st.sampled_from([0.1, 0.25, 0.5, 0.75, 1, 1.5, 2])
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list[NodeInfo], list[PodInfo]]:
+    count = draw(st.integers(2, 8))
+    nodes = [node(f"n{i}", cpu=4, gi=8) for i in range(count)]
+    pods: list[PodInfo] = []
+    used = {n.name: [0.0, 0.0] for n in nodes}
+    for i in range(draw(st.integers(0, 4 * count))):
+        where = draw(st.sampled_from(nodes)).name
+        cpu, gi = draw(sizes), draw(sizes)
+        if used[where][0] + cpu > 4 or used[where][1] + gi > 8:
+            continue
+        used[where][0] += cpu
+        used[where][1] += gi
+        pods.append(pod(f"p{i}", where, cpu, gi))
+    return nodes, pods
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters(), budget=st.integers(1, 3))
+def test_every_plan_places_each_pod_where_it_fits_and_frees_what_it_says(
+        cluster: tuple[list[NodeInfo], list[PodInfo]], budget: int) -> None:
+    nodes, pods = cluster
+    plan = _plan(nodes, pods, budget=budget)
+    freed = set(plan.freeable)
+    assert set(plan.draining) <= freed and len(plan.draining) <= budget
+    on = {p.key: p.node_name for p in pods}
+    assert {k for k, n in on.items() if n in freed} == set(plan.moves)
+    load: dict[str, dict[str, int]] = {n.name: {} for n in nodes}
+    for p in pods:
+        where = plan.moves.get(p.key, p.node_name)
+        assert where not in freed
+        load[where] = add(load[where], p.requests, {"pods": 1000})
+    for n in nodes:
+        for resource, amount in load[n.name].items():
+            assert amount <= n.allocatable[resource], (n.name, resource)
+    # Reported nodes are each in exactly one place.
+    assert not freed & {u.node for u in plan.unremovable}
