@@ -4,7 +4,9 @@ and the end-to-end test."""
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from localcluster.cluster import Cluster
 from localcluster.kube import Kube
@@ -13,7 +15,9 @@ from localcluster.measure import (
     Report,
     cpu_by_node,
     cpu_millis,
-    ffd_lower_bound,
+    ffd_around,
+    ffd_packing,
+    lower_bound,
     mem_bytes,
     nodes_with,
     snapshot,
@@ -48,27 +52,59 @@ def _wait(kube: Kube, scenario: Scenario, timeout: float, hook: bool = False) ->
         time.sleep(0.3)
 
 
+def _bounced(evicted: list[tuple[str, str]], before: list[PodFact], after: list[PodFact]
+             ) -> int:
+    """Evictions whose replacement (a new Pod of the same app) landed on the evicted node."""
+    apps = {f"{p.namespace}/{p.name}": (p.namespace, p.app) for p in before}
+    old = {p.uid for p in before}
+    fresh: dict[tuple[str, str, str], int] = defaultdict(int)
+    for p in after:
+        if p.uid not in old and p.node:
+            fresh[(p.namespace, p.app, p.node)] += 1
+    count = 0
+    for pod, node in evicted:
+        ns_app = apps.get(pod)
+        if ns_app is not None and fresh[(*ns_app, node)] > 0:
+            fresh[(*ns_app, node)] -= 1
+            count += 1
+    return count
+
+
 def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         interval: float = 1.0, quiet_runs: int = 3, max_runs: int = 200,
-        max_seconds: float = 600.0, patience: int = 6, log: bool = False) -> Outcome:
+        max_seconds: float = 600.0, patience: int = 6, log: bool = False,
+        **policy: Any) -> Outcome:
+    """Create the scenario, apply its policy (``policy`` overrides fields of its spec) and run
+    the descheduler every ``interval`` the way its CronJob would, until nothing changes."""
     create(cluster, kube, scenario)
     before = snapshot(kube)
     started = time.monotonic()
-    apply_policy(kube, scenario)
+    apply_policy(kube, scenario, **policy)
     stack.start_scheduler()
     runs: list[DeschedulerRun] = []
-    quiet = 0
+    quiet, bounced = 0, 0
+    seen_on: dict[str, set[str]] = defaultdict(set)  # node -> managed Pod uids seen there
     best, improved_at = scenario.nodes + 1, 0
+    previous: list[PodFact] = before
+    last: DeschedulerRun | None = None
+    hook = bool({**scenario.policy_spec, **policy}.get("setLabelsByEviction"))
     while len(runs) < max_runs and time.monotonic() - started < max_seconds:
         time.sleep(interval)
         _wait(kube, scenario, timeout=30)
         now = snapshot(kube)
-        pending_hook = _awaiting_hook(now)
+        if last is not None:
+            bounced += _bounced(last.evicted, previous, now)
+        for p in now:
+            if p.managed and p.node:
+                seen_on[p.node].add(p.uid)
+        previous = now
+        pending_hook = _awaiting_hook(now) if hook else []
         in_use = len(nodes_with(p for p in now if p.managed))
         if in_use < best:
             best, improved_at = in_use, len(runs)
         result = stack.run_descheduler(POLICY)
         runs.append(result)
+        last = result
         if log:
             print(f"  run {len(runs):3d}: {len(result.evicted)} evicted, "
                   f"{len(pending_hook)} Pods awaiting the runtime hook, {in_use} nodes in use",
@@ -79,26 +115,44 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         if quiet >= quiet_runs or (not pending_hook and len(runs) - improved_at >= patience):
             break
     # The last run's replacements go through admission like any other; let the hook finish.
-    _wait(kube, scenario, timeout=60, hook=True)
+    _wait(kube, scenario, timeout=60, hook=hook)
     seconds = time.monotonic() - started
     after = snapshot(kube)
+    if last is not None:
+        bounced += _bounced(last.evicted, previous, after)
     shape = scenario.shape
     ds_cpu = max((p.cpu for p in after if p.app == "node-agent"), default=0)
     ds_mem = max((p.memory for p in after if p.app == "node-agent"), default=0)
     managed_after = [p for p in after if p.managed]
-    lower = ffd_lower_bound([(p.cpu, p.memory) for p in managed_after],
-                            cpu_millis(shape.cpu) - ds_cpu, mem_bytes(shape.memory) - ds_mem)
+    items = [(p.cpu, p.memory) for p in managed_after]
+    cpu, memory = cpu_millis(shape.cpu) - ds_cpu, mem_bytes(shape.memory) - ds_mem
+    freed = nodes_with(p for p in before if p.managed) - nodes_with(managed_after)
+    fixed: dict[str, tuple[int, int]] = {}
+    for p in after:
+        if p.immovable and p.node:
+            c, m = fixed.get(p.node, (0, 0))
+            fixed[p.node] = (c + p.cpu, m + p.memory)
+    riders = [(p.cpu, p.memory) for p in after
+              if p.protected and not p.immovable and p.app != "node-agent"]
+    evictions = [e for r in runs for e in r.evicted]
     protected_before = {p.uid for p in before if p.protected}
     protected_after = {p.uid for p in after if p.protected}
     payments_before = {p.uid for p in before if p.app == "payments"}
     report = Report(
         nodes_before=len(nodes_with(p for p in before if p.managed)),
         nodes_after=len(nodes_with(managed_after)),
-        lower_bound=lower,
+        in_use_before=len(nodes_with(p for p in before if p.app != "node-agent")),
+        in_use_after=len(nodes_with(p for p in after if p.app != "node-agent")),
+        ffd_around_blockers=ffd_around(fixed, items + riders, cpu, memory),
+        ffd_packing=ffd_packing(items, cpu, memory),
+        lower_bound=lower_bound(items, cpu, memory, int(shape.pods) - 1),
         runtime_evictions=int(stack.controller_metric("compactor_runtime_evictions_total",
                                                       result="evicted")),
-        descheduler_evictions=sum(len(r.evicted) for r in runs[:improved_at + 1]),
-        futile_evictions=sum(len(r.evicted) for r in runs[improved_at + 1:]),
+        descheduler_evictions=len(evictions),
+        late_evictions=sum(len(r.evicted) for r in runs[improved_at + 1:]),
+        bounced=bounced,
+        evictions_off_freed=sum(1 for _, node in evictions if node in freed),
+        movable_on_freed=sum(len(seen_on[n]) for n in freed),
         descheduler_runs=improved_at + 1,
         seconds=seconds,
         pdb_violations=len(payments_before - {p.uid for p in after}),

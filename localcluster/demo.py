@@ -24,6 +24,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--small", action="store_true", help="the 6-node scenario of the tests")
     parser.add_argument("--no-wait", action="store_true", help="stop after the report")
+    parser.add_argument("--spread", action="store_true",
+                        help="setLabelsByEviction: false: nothing re-admits the spread Pods, "
+                             "the plan alone compacts")
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
     args = parser.parse_args()
     scenario = small() if args.small else standard()
@@ -40,7 +43,8 @@ def main() -> None:
               f"{', '.join(f'{ns}/{n} ({why})' for (ns, n), why in PROTECTED.items())}",
               flush=True)
         print("applying the policy; descheduler runs:", flush=True)
-        outcome = run(cluster, kube, stack, scenario, interval=1.0, log=True)
+        overrides = {"setLabelsByEviction": False} if args.spread else {}
+        outcome = run(cluster, kube, stack, scenario, interval=1.0, log=True, **overrides)
         print("\nCompaction report\n" + outcome.report.table())
         png = plot(outcome.cpu_before, outcome.cpu_after, cpu_millis(scenario.shape.cpu),
                    args.out / "requested-cpu-per-node.png")

@@ -1,9 +1,10 @@
-"""Measurements of a compaction run: where Pods are, the packing lower bound, the report."""
+"""Measurements of a compaction run: where Pods are, the packing bounds, the report."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,12 +48,22 @@ class PodFact:
         """Pods the compaction may move: in scope and not protected."""
         return self.namespace in MANAGED_NAMESPACES and not self.protected
 
+    @property
+    def immovable(self) -> bool:
+        """Pods that keep their node: Compactor's own (the compaction scheduler) and the
+        protected ones, but DaemonSet Pods (on every node) and placeholders (the Cluster
+        Autoscaler removes a node they alone hold)."""
+        if self.namespace == "compactor-system":
+            return True
+        return self.protected and PROTECTED[(self.namespace, self.app)] not in (
+            "DaemonSet", "placeholder, priority -10")
+
 
 def snapshot(kube: Kube) -> list[PodFact]:
     out = []
     for pod in kube.items(path("pods")):
         meta, spec = pod["metadata"], pod["spec"]
-        if meta.get("deletionTimestamp") or meta["namespace"] == "compactor-system":
+        if meta.get("deletionTimestamp"):
             continue
         requests = [c.get("resources", {}).get("requests", {}) for c in spec["containers"]]
         out.append(PodFact(
@@ -69,8 +80,9 @@ def nodes_with(pods: Iterable[PodFact]) -> set[str]:
     return {p.node for p in pods if p.node}
 
 
-def ffd_lower_bound(items: Sequence[tuple[int, int]], cpu: int, memory: int) -> int:
-    """First-fit decreasing of (cpu, memory) requests into bins of the node's free capacity."""
+def ffd_packing(items: Sequence[tuple[int, int]], cpu: int, memory: int) -> int:
+    """Nodes a first-fit-decreasing packing of (cpu, memory) requests fills: a packing that
+    exists, so an upper bound on the optimum, not a lower bound."""
     bins: list[list[int]] = []
     for c, m in sorted(items, key=lambda i: max(i[0] / cpu, i[1] / memory), reverse=True):
         for b in bins:
@@ -81,6 +93,30 @@ def ffd_lower_bound(items: Sequence[tuple[int, int]], cpu: int, memory: int) -> 
         else:
             bins.append([c, m])
     return len(bins)
+
+
+def ffd_around(fixed: Mapping[str, tuple[int, int]], items: Sequence[tuple[int, int]],
+               cpu: int, memory: int) -> int:
+    """Nodes a first-fit-decreasing packing fills when some Pods cannot move: the nodes they
+    hold are open bins from the start (with what they leave free), new bins after them."""
+    bins = [[c, m] for c, m in fixed.values()]
+    for c, m in sorted(items, key=lambda i: max(i[0] / cpu, i[1] / memory), reverse=True):
+        for b in bins:
+            if b[0] + c <= cpu and b[1] + m <= memory:
+                b[0] += c
+                b[1] += m
+                break
+        else:
+            bins.append([c, m])
+    return len(bins)
+
+
+def lower_bound(items: Sequence[tuple[int, int]], cpu: int, memory: int, pods: int) -> int:
+    """No packing needs fewer nodes: max(ceil(Σcpu/cap), ceil(Σmem/cap), ceil(count/podcap))."""
+    if not items:
+        return 0
+    return max(math.ceil(sum(c for c, _ in items) / cpu),
+               math.ceil(sum(m for _, m in items) / memory), math.ceil(len(items) / pods))
 
 
 def cpu_by_node(pods: Iterable[PodFact], nodes: Sequence[str]) -> dict[str, int]:
@@ -95,25 +131,44 @@ def cpu_by_node(pods: Iterable[PodFact], nodes: Sequence[str]) -> dict[str, int]
 class Report:
     nodes_before: int
     nodes_after: int
-    lower_bound: int
+    in_use_before: int  # nodes running any Pod but a DaemonSet's: what cannot be removed
+    in_use_after: int
+    ffd_around_blockers: int  # the packing when the Pods that cannot move stay where they are
+    ffd_packing: int  # first-fit decreasing of the same requests: a packing that exists
+    lower_bound: int  # no packing can do with fewer nodes
     runtime_evictions: int
     descheduler_evictions: int
-    futile_evictions: int  # after the last run that freed a node: Pods that came back
+    late_evictions: int  # descheduler evictions after the last run that freed a node
+    bounced: int  # descheduler evictions whose replacement came back to the same node
+    evictions_off_freed: int  # descheduler evictions from nodes that ended freed
+    movable_on_freed: int  # managed Pods seen on the nodes that ended freed
     descheduler_runs: int
     seconds: float
     pdb_violations: int
     protected_moved: int
     nodes_total: int
 
+    @property
+    def futile_evictions(self) -> int:
+        """Evictions that freed nothing: after the last gain, or back to the same node."""
+        return self.late_evictions + self.bounced
+
     def rows(self) -> list[tuple[str, str]]:
         return [
             ("nodes carrying managed Pods, before", str(self.nodes_before)),
             ("nodes carrying managed Pods, after", str(self.nodes_after)),
-            ("lower bound (first-fit decreasing)", str(self.lower_bound)),
+            ("first-fit-decreasing packing of the same requests", str(self.ffd_packing)),
+            ("nodes in use (any Pod but a DaemonSet's), before", str(self.in_use_before)),
+            ("nodes in use, after", str(self.in_use_after)),
+            ("  packing with the unmovable Pods left in place", str(self.ffd_around_blockers)),
+            ("lower bound (requests / capacity)", str(self.lower_bound)),
             ("nodes freed", f"{self.nodes_before - self.nodes_after} of {self.nodes_total}"),
             ("evictions by the runtime hook", str(self.runtime_evictions)),
             ("evictions by the descheduler", str(self.descheduler_evictions)),
-            ("descheduler evictions after the last gain", str(self.futile_evictions)),
+            ("  of them from nodes that ended freed", str(self.evictions_off_freed)),
+            ("  movable Pods seen on those nodes", str(self.movable_on_freed)),
+            ("futile descheduler evictions (late / bounced back)",
+             f"{self.futile_evictions} ({self.late_evictions} / {self.bounced})"),
             ("descheduler runs to converge", str(self.descheduler_runs)),
             ("wall time to converge", f"{self.seconds:.0f} s"),
             ("PDB violations", str(self.pdb_violations)),

@@ -1,0 +1,41 @@
+"""Compaction from a spread start that nothing re-admits: setLabelsByEviction false, where
+HighNodeUtilization alone finds every node underutilized and does nothing. The plan alone
+compacts it. The thresholds are raised to 100 % so that every node may be a source (with the
+reference's 65 % the last full nodes stay, as the thresholds say they must)."""
+
+from __future__ import annotations
+
+import pytest
+
+from localcluster import Cluster, Kube
+from localcluster.compaction import Outcome, run
+from localcluster.scenario import small
+from localcluster.stack import CompactorStack
+from tests.e2e.test_compaction import assert_planned_evictions
+
+
+@pytest.fixture(scope="module")
+def outcome(e2e_cluster: Cluster, e2e_kube: Kube,
+            tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    stack = CompactorStack(e2e_cluster, e2e_kube, tmp_path_factory.mktemp("stack"))
+    stack.install()
+    stack.start_webhook()
+    stack.start_controller()
+    scenario = small()
+    descheduler = {**scenario.policy_spec["descheduler"], "highNodeUtilization": {
+        "numberOfNodes": 0, "thresholds": {"cpu": 100, "memory": 100, "pods": 100}}}
+    return run(e2e_cluster, e2e_kube, stack, scenario, interval=0.5, max_seconds=300, log=True,
+               setLabelsByEviction=False, descheduler=descheduler)
+
+
+def test_the_plan_alone_compacts_a_spread_cluster_close_to_the_packing(outcome: Outcome) -> None:
+    r = outcome.report
+    assert r.runtime_evictions == 0
+    # Pods that cannot move stay where the default scheduler spread them; the packing that
+    # leaves them in place is the fair figure, and one node of slack the greedy plan's.
+    assert r.in_use_after <= r.ffd_around_blockers + 1, r.table()
+    assert_planned_evictions(outcome)
+
+
+def test_no_budget_is_violated_and_nothing_protected_moves(outcome: Outcome) -> None:
+    assert outcome.report.pdb_violations == 0 and outcome.report.protected_moved == 0
