@@ -53,6 +53,9 @@ class Metrics:
             "compactor_owner_watch_restarts", "Watch restarts, by kind and reason (expired: "
             "relisted after 410 Gone; error: reconnected after a failure).",
             ["kind", "reason"], registry=r)
+        self.certificate_expiry = Gauge(
+            "compactor_webhook_certificate_expiration_timestamp_seconds", "When the serving "
+            "certificate now loaded expires (notAfter, Unix time).", registry=r)
         for outcome in ("patched", "unchanged", "skipped", "failed_open", "rejected"):
             self.requests.labels(outcome)
         for result in ("hit", "miss", "negative", "error", "invalid"):
