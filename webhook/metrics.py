@@ -49,6 +49,10 @@ class Metrics:
         self.watch_synced = Gauge(
             "compactor_owner_watch_synced", "1 while the kind's watch is running and its "
             "lookups need no API call.", ["kind"], registry=r)
+        self.watch_served = Gauge(
+            "compactor_owner_watch_served", "1 while the API server serves the kind (0: its "
+            "CRD is not installed, so its watch is not synced by design).", ["kind"],
+            registry=r)
         self.watch_restarts = Counter(
             "compactor_owner_watch_restarts", "Watch restarts, by kind and reason (expired: "
             "relisted after 410 Gone; error: reconnected after a failure).",
