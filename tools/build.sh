@@ -18,8 +18,14 @@ bin="$out/bin"
 
 need=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok descheduler
   descheduler-policycheck helm prometheus promtool)
+# CRDs the chart's optional objects need (ServiceMonitor, PrometheusRule; cert-manager's
+# Certificate and Issuer), so tests install those objects against the real schemas.
+crds=(prometheus-operator/monitoring.coreos.com_servicemonitors.yaml
+  prometheus-operator/monitoring.coreos.com_prometheusrules.yaml
+  cert-manager/cert-manager.io_certificates.yaml cert-manager/cert-manager.io_issuers.yaml)
 complete=1
 for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
+for c in "${crds[@]}"; do [[ -f "$out/crds/$c" ]] || complete=0; done
 if [[ $complete == 1 ]]; then
   echo "$bin"
   exit 0
@@ -122,5 +128,23 @@ pver+=" -X github.com/prometheus/common/version.Branch=release"
 for c in prometheus promtool; do
   build prometheus "github.com/prometheus/prometheus/cmd/$c@$PROMETHEUS_VERSION" "$c" "$pver" remove_all_sd
 done
+
+# Plain CRD files shipped inside the projects' Go modules (nothing is built from these).
+crd_files() { # crd_files <module@version> <folder in the module> <destination>
+  local dir
+  dir="$(cd "$out" && go mod download -json "$1" 2>>"$log" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -n "$dir" && -d "$dir/$2" ]] || {
+    echo "error: no $2 in module $1; last lines of $log:" >&2
+    tail -10 "$log" >&2
+    exit 1
+  }
+  mkdir -p "$out/crds/$3"
+  cp "$dir/$2"/*.yaml "$out/crds/$3/"
+  chmod u+w "$out/crds/$3"/*.yaml
+  echo "  copied the $3 CRDs" >&2
+}
+crd_files "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+  example/prometheus-operator-crd prometheus-operator
+crd_files "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" deploy/crds cert-manager
 
 echo "$bin"
