@@ -139,7 +139,7 @@ def render(prom: Prometheus, model: dict[str, Any], out: Path, start: float, end
     span = datetime.datetime.fromtimestamp(start, datetime.UTC).strftime("%Y-%m-%d %H:%M")
     fig.suptitle(f"{model.get('title', 'dashboard')}: {len(items)} panels, from {span} UTC, "
                  f"{(end - start) / 60:.0f} minutes", fontsize=12)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=80)
     plt.close(fig)
