@@ -1,5 +1,5 @@
-"""Files in deploy/ that are copies of others (the chart's CRDs, rules and dashboard, the
-operator overlay's PrometheusRule) match their sources: tools/sync_deploy.py --check."""
+"""Files in deploy/ made from others (the chart's CRDs, its value-free templates, rules and
+dashboard, the operator overlay's PrometheusRule) match their sources: sync_deploy --check."""
 
 from __future__ import annotations
 
