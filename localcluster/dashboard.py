@@ -77,7 +77,9 @@ def legend(fmt: str, labels: dict[str, str]) -> str:
 
 def fetch(prom: Prometheus, panel: Panel, start: float, end: float, step: float,
           rate_interval: str = "1m") -> list[tuple[str, Series]]:
-    """The panel's series over [start, end], each with its legend."""
+    """The panel's series over [start, end], each with its legend. The steps are counted
+    back from ``end``, so the latest samples are always drawn."""
+    start = end - math.floor((end - start) / step) * step
     out = []
     for q in panel.queries:
         for s in prom.query_range(promql(q.expr, rate_interval), start, end, step):

@@ -4,7 +4,8 @@ The 6-node compaction of the end-to-end test (webhook registered with the API se
 controller, compaction scheduler, the real descheduler) with a Prometheus scraping the
 webhook and the controller; then a few minutes of traffic: managed Deployments scaled up and
 down, Pods without a controller (skipped), Pods of a workload no policy covers (unchanged) and
-of a ReplicaSet whose intent annotation is unreadable (failed open). Finally every panel of
+of a Deployment whose intent annotation is unreadable and which a cluster policy keeps the
+controller from correcting (failed open, and a failed write every pass). Finally every panel of
 deploy/grafana/compactor.json is drawn from Prometheus' series to a PNG.
 """
 
@@ -12,15 +13,18 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from localcluster import Cluster, ClusterConfig, Kube
+from compaction import names
+from localcluster import ApiError, Cluster, ClusterConfig, Kube
 from localcluster import dashboard as dash
 from localcluster.cluster import ROOT
 from localcluster.compaction import run
-from localcluster.kube import path
+from localcluster.kube import path, wait_for
 from localcluster.prometheus import Prometheus, Target
 from localcluster.scenario import small
 from localcluster.stack import start_local
@@ -33,6 +37,62 @@ def _scale(kube: Kube, kind: str, ns: str, name: str, replicas: int) -> None:
     kube.patch(path(kind, ns, name, sub="scale"), {"spec": {"replicas": replicas}})
 
 
+def deny_controller_updates(kube: Kube, name: str, namespace: str,
+                            workloads: list[str]) -> None:
+    """A ValidatingAdmissionPolicy that refuses the controller's writes to these Deployments,
+    as a cluster's own policy might: the controller cannot correct their intent annotations,
+    counts a failed write every pass, and the webhook meets an unreadable intent. Returns once
+    the API server enforces it (policies take effect asynchronously)."""
+    api = "/apis/admissionregistration.k8s.io/v1"
+    controller = f"system:serviceaccount:{names.INSTALL_NAMESPACE}:compactor-controller"
+    kube.apply(f"{api}/validatingadmissionpolicies/{name}", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{
+                     "apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                     "resources": ["deployments"]}]},
+                 "matchConditions": [
+                     {"name": "by-the-controller",
+                      "expression": f"request.userInfo.username == '{controller}'"},
+                     {"name": "these", "expression": f"request.namespace == '{namespace}' && "
+                      f"request.name in {json.dumps(workloads)}"}],
+                 "validations": [{"expression": "false",
+                                  "message": "this Deployment's metadata is not Compactor's"}]}})
+    kube.apply(f"{api}/validatingadmissionpolicybindings/{name}", {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]}})
+    as_controller = {"Impersonate-User": controller}
+    probe = path("deployments", namespace, workloads[0])
+
+    def enforced() -> bool:
+        try:
+            kube.request("PATCH", probe, {"metadata": {"labels": {"probe": "x"}}},
+                         "application/merge-patch+json", headers=as_controller)
+        except ApiError as e:
+            return e.status in (403, 422) and "not Compactor's" in e.message
+        return False
+    wait_for(f"the policy {name} enforced", enforced)
+
+
+def remove_denial(kube: Kube, name: str) -> None:
+    api = "/apis/admissionregistration.k8s.io/v1"
+    kube.delete(f"{api}/validatingadmissionpolicybindings/{name}")
+    kube.delete(f"{api}/validatingadmissionpolicies/{name}")
+
+
+def garbled_deployment(name: str, intent: str, replicas: int = 0) -> dict[str, Any]:
+    """A Deployment whose intent annotation the webhook cannot read."""
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "annotations": {names.INTENT_ANNOTATION: intent}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
+                         "name": "app", "image": PAUSE,
+                         "resources": {"requests": {"cpu": "50m"}}}]}}}}
+
+
 def _traffic_objects(kube: Kube) -> None:
     kube.ensure_namespace("legacy", default_service_account=True)
     labels = {"app": "legacy"}
@@ -41,12 +101,8 @@ def _traffic_objects(kube: Kube) -> None:
     kube.create(path("deployments", "legacy"), {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "legacy"},
         "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template}})
-    garbled = {"app": "garbled"}
-    kube.create(path("replicasets", "legacy"), {
-        "apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": "garbled", "annotations": {"compactor.dev/intent": "{oops"}},
-        "spec": {"replicas": 0, "selector": {"matchLabels": garbled},
-                 "template": {**template, "metadata": {"labels": garbled}}}})
+    kube.create(path("deployments", "legacy"), garbled_deployment("garbled", "{oops"))
+    deny_controller_updates(kube, "observe-garbled", "legacy", ["garbled"])
 
 
 def traffic(kube: Kube, minutes: float, period: float = 15.0) -> None:
@@ -59,7 +115,7 @@ def traffic(kube: Kube, minutes: float, period: float = 15.0) -> None:
         _scale(kube, "deployments", "production", "web", web)
         _scale(kube, "deployments", "batch", "worker", worker)
         _scale(kube, "deployments", "legacy", "legacy", legacy)
-        _scale(kube, "replicasets", "legacy", "garbled", garbled)
+        _scale(kube, "deployments", "legacy", "garbled", garbled)
         kube.create(path("pods", "batch"), {"metadata": {"name": f"bare-{round_}"}, "spec": {
             "containers": [{"name": "c", "image": PAUSE}]}})
         if round_:

@@ -248,12 +248,12 @@ def test_controller_runtime_values_become_its_environment(bin_dir: Path,
                     "compactor-controller")
     assert mirrored["COMPACTION_SCHEDULER_IMAGE"] == f"mirror.example/ks@{DIGEST}"
     assert "COMPACTION_SCHEDULER_IMAGE_DIGEST" not in mirrored
-    # The runtime module reads exactly these names.
-    from controller import runtime
-    settings = runtime.load({**env, **{k: v for k, v in mirrored.items() if "SCHEDULER" in k}})
-    assert settings.openshift and settings.scheduler_image_override == \
-        f"mirror.example/ks@{DIGEST}"
-    assert settings.descheduler.pull_policy == "Always"
+    # The controller's settings read exactly these names.
+    from controller import settings as controller_settings
+    loaded = controller_settings.load(
+        {**env, **{k: v for k, v in mirrored.items() if "SCHEDULER" in k}}).runtime
+    assert loaded.openshift and loaded.scheduler_image_override == f"mirror.example/ks@{DIGEST}"
+    assert loaded.descheduler.pull_policy == "Always"
 
 
 def test_cert_manager_mode(bin_dir: Path, helm_env: dict[str, str]) -> None:

@@ -8,11 +8,14 @@ What this module does (and so what the metrics must say):
 - a policy (external scheduler, so no scheduler Deployment) for namespace A, where
   Deployment ``web`` is managed; Deployment ``plain`` in namespace B is not; a policy
   whose cron interval the API server accepts but the parser rejects (Valid False);
+- Deployments ``garbled`` and ``future`` in namespace B carry unreadable intents (malformed,
+  unknown version) and a ValidatingAdmissionPolicy refuses the controller's writes to them:
+  the leader fails to correct them in every pass (reconcile errors);
 - the webhook runs with a role that lacks StatefulSets: that watch fails with 403 and stays
   unsynced, and a StatefulSet owner lookup fails (api_error);
-- twelve AdmissionReviews posted straight to the webhook: 4 patched (one of them for a Pod
-  that names kai-scheduler), 2 unchanged, 3 skipped, 3 failed open (api_error, and two
-  unusable intents on bare ReplicaSets: malformed, unknown_version).
+- fifteen requests posted straight to the webhook: 4 patched (one of them for a Pod that
+  names kai-scheduler), 2 unchanged, 3 skipped, 4 failed open (api_error, unknown_intent
+  twice, invalid_owner), 2 rejected (not an AdmissionReview: HTTP 400; too large: HTTP 413).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from compaction.intent import Intent, parse_intent
 from localcluster import Cluster, Kube
 from localcluster import dashboard as dash
 from localcluster.kube import path, wait_for
+from localcluster.observe import deny_controller_updates, garbled_deployment, remove_denial
 from localcluster.process import Process, free_port
 from localcluster.prometheus import Prometheus, Series, Target
 from localcluster.stack import CompactorStack, service_account_token, token_kubeconfig
@@ -58,8 +62,10 @@ KINDS = {"Namespace": "/api/v1/namespaces", "ReplicaSet": "/apis/apps/v1/replica
          "AnalysisRun": "/apis/argoproj.io/v1alpha1/analysisruns",
          "StrimziPodSet": "/apis/core.strimzi.io/v1beta2/strimzipodsets",
          "Model": "/apis/kubeai.org/v1/models"}
-OUTCOMES = {"patched": 4, "unchanged": 2, "skipped": 3, "failed_open": 3}
-FAILED_OPEN = {"api_error": 1, "unknown_intent": 2}
+OUTCOMES = {"patched": 4, "unchanged": 2, "skipped": 3, "failed_open": 4, "rejected": 2}
+FAILED_OPEN = {"api_error": 1, "unknown_intent": 2, "invalid_owner": 1}
+REJECTED = {"malformed_review": 1, "too_large": 1}
+DENIED = ["garbled", "future"]
 
 
 @dataclass
@@ -115,15 +121,6 @@ def _policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             "metadata": {"name": name}, "spec": spec}
 
 
-def _bare_replicaset(name: str, annotation: str) -> dict[str, Any]:
-    labels = {"app": name}
-    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {"name": name, "annotations": {"compactor.dev/intent": annotation}},
-            "spec": {"replicas": 0, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": {
-                         "containers": [{"name": "c", "image": "pause"}]}}}}
-
-
 def _controller(stack: CompactorStack, name: str) -> tuple[Process, int]:
     """A second controller replica beside the stack's: same account, its own identity."""
     port = free_port()
@@ -177,7 +174,7 @@ def observed(cluster: Cluster, kube: Kube, workloads: Cluster,
     _restricted_webhook_rbac(kube)
     suffix = uuid.uuid4().hex[:6]
     ns_a, ns_b = f"obs-a-{suffix}", f"obs-b-{suffix}"
-    policy, invalid = f"obs-{suffix}", f"obs-bad-{suffix}"
+    policy, invalid, denial = f"obs-{suffix}", f"obs-bad-{suffix}", f"obs-deny-{suffix}"
     ccp = path("clustercompactionpolicies", api=API)
     procs: list[Process] = []
     prom: Prometheus | None = None
@@ -193,22 +190,21 @@ def observed(cluster: Cluster, kube: Kube, workloads: Cluster,
             "descheduler": {"interval": "61 * * * *"}}))
         kube.create(path("deployments", ns_a), deployment("web", 1))
         kube.create(path("deployments", ns_b), deployment("plain", 1))
-        for name, text in (("broken", "{not json"), ("future", '{"v":9,"policy":"p"}')):
-            kube.create(path("replicasets", ns_a), _bare_replicaset(name, text))
+        for name, text in zip(DENIED, ("{not json", '{"v":9,"policy":"p"}'), strict=True):
+            kube.create(path("deployments", ns_b), garbled_deployment(name, text))
+        deny_controller_updates(kube, denial, ns_b, DENIED)
 
         stack.start_controller(resync_seconds=2.0)
         procs.append(stack.cluster.process("compactor-controller"))
         second, second_port = _controller(stack, "compactor-controller-second")
         procs.append(second)
 
-        def labelled_rs() -> dict[str, Any] | None:
-            for rs in kube.items(path("replicasets", ns_a), "app=web"):
-                if "compactor.dev/intent" in (rs["metadata"].get("annotations") or {}):
-                    return rs
-            return None
-        # The Deployment controller copies the intent onto the ReplicaSet: once it shows
-        # there, the owner chain the webhook walks is settled.
-        wait_for("the intent on web's ReplicaSet", labelled_rs, timeout=90)
+        wait_for("the intent on Deployment web", lambda: "compactor.dev/intent" in (
+            kube.get(path("deployments", ns_a, "web"))["metadata"].get("annotations") or {}),
+            timeout=90)
+        for ns, app in ((ns_a, "web"), (ns_b, "plain"), (ns_b, "garbled"), (ns_b, "future")):
+            wait_for(f"{app}'s ReplicaSet", lambda n=ns, a=app: kube.items(  # type: ignore[misc]
+                path("replicasets", n), f"app={a}"))
 
         webhook, port, cert = _webhook(cluster, kube, workdir)
         procs.append(webhook)
@@ -240,6 +236,7 @@ def observed(cluster: Cluster, kube: Kube, workloads: Cluster,
                 cluster.processes.remove(proc)
         for ns in (ns_a, ns_b):
             kube.delete(path("namespaces", name=ns))
+        remove_denial(kube, denial)
         kube.delete(path("clusterrolebindings", name=ROLE))
         kube.delete(path("clusterroles", name=ROLE))
 
@@ -257,7 +254,7 @@ def _patch(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def admitted(observed: Observed) -> Observed:
-    """The twelve admissions, then two scrapes of every target."""
+    """The fifteen requests, then two scrapes of every target."""
     kube, ns, port = observed.kube, observed.namespace, observed.webhook_port
     (web_rs,) = kube.items(path("replicasets", ns), "app=web")
     web = OwnerRef("apps/v1", "ReplicaSet", web_rs["metadata"]["name"],
@@ -265,11 +262,13 @@ def admitted(observed: Observed) -> Observed:
     (plain_rs,) = kube.items(path("replicasets", observed.other_namespace), "app=plain")
     plain = OwnerRef("apps/v1", "ReplicaSet", plain_rs["metadata"]["name"],
                      plain_rs["metadata"]["uid"])
-    bare = {rs["metadata"]["name"]: OwnerRef("apps/v1", "ReplicaSet", rs["metadata"]["name"],
-                                             rs["metadata"]["uid"])
-            for rs in kube.items(path("replicasets", ns)) if rs["metadata"]["name"] in (
-                "broken", "future")}
-    parsed = parse_intent(web_rs["metadata"]["annotations"]["compactor.dev/intent"])
+    denied = {}
+    for app in DENIED:
+        (rs,) = kube.items(path("replicasets", observed.other_namespace), f"app={app}")
+        denied[app] = OwnerRef("apps/v1", "ReplicaSet", rs["metadata"]["name"],
+                               rs["metadata"]["uid"])
+    web_deploy = kube.get(path("deployments", ns, "web"))
+    parsed = parse_intent(web_deploy["metadata"]["annotations"]["compactor.dev/intent"])
     intent: Intent | None = parsed.intent
     assert intent is not None and intent.scheduler_name == EXTERNAL
     plain_ns = plain_rs["metadata"]["namespace"]
@@ -287,8 +286,14 @@ def admitted(observed: Observed) -> Observed:
                _post(port, review(pod(ns, web), operation="UPDATE", namespace=ns))]
     failed = [_post(port, review(pod(ns, OwnerRef("apps/v1", "StatefulSet", "db", "uid-db")),
                                  namespace=ns)),
-              _post(port, review(pod(ns, bare["broken"]), namespace=ns)),
-              _post(port, review(pod(ns, bare["future"]), namespace=ns))]
+              *(_post(port, review(pod(plain_ns, denied[app]), namespace=plain_ns))
+                for app in DENIED),
+              _post(port, review(pod(ns, OwnerRef("apps/v1", "ReplicaSet", "Not_A_Name",
+                                                  "uid-x")), namespace=ns))]
+    url = f"https://127.0.0.1:{port}/mutate"
+    rejected = [httpx.post(url, content=b"{not an AdmissionReview", verify=False, timeout=10),
+                httpx.post(url, content=b" " * (3 * 1024 * 1024 + 1), verify=False, timeout=30)]
+    assert [r.status_code for r in rejected] == [400, 413]
     observed.admitted_at = time.time()
     assert all(observed.patches) and not any(_patch(a) for a in unchanged + skipped + failed)
     assert {"op": "add", "path": "/spec/schedulerName", "value": EXTERNAL} in \
@@ -356,9 +361,11 @@ def _watch_restarts(o: Observed, series: list[Series]) -> None:
 def _lookups(o: Observed, series: list[Series]) -> None:
     got = _by(series, "result")
     assert got["error"] == 1  # the StatefulSet GET the role forbids
+    assert got["invalid"] == 1  # the owner reference named Not_A_Name
     # Every admission that got past the request-only skip rules looked up its namespace.
     assert sum(got.values()) >= OUTCOMES["patched"] + OUTCOMES["unchanged"] + \
         OUTCOMES["failed_open"]
+    assert got["hit"] > 0  # the watch feed answers: the webhook started after the owners
     api = o.series("compactor_owner_api_requests_total")
     assert _one(api) == got["miss"] + got["error"]
 
@@ -387,7 +394,16 @@ def _reconcile_passes(o: Observed, series: list[Series]) -> None:
 
 
 def _admission_count(o: Observed, series: list[Series]) -> None:
-    assert _one(series) == sum(OUTCOMES.values())
+    # Every decided review is timed; a rejected request gets no verdict to time.
+    assert _one(series) == sum(OUTCOMES.values()) - OUTCOMES["rejected"]
+
+
+def _reconcile_errors(o: Observed, series: list[Series]) -> None:
+    # The leader fails to write the denied Deployments in every pass; the follower writes none.
+    leader = {s.labels["instance"] for s in o.series("compactor_controller_leader == 1")}
+    for s in series:
+        failed = s.points[-1][1]
+        assert (failed >= len(DENIED)) if s.labels["instance"] in leader else failed == 0, s
 
 
 EXPECTED: dict[str, Check] = {
@@ -396,6 +412,8 @@ EXPECTED: dict[str, Check] = {
         None if _by(s, "outcome") == OUTCOMES else pytest.fail(f"{_by(s, 'outcome')}")),
     "compactor_admission_failed_open_total": lambda o, s: (
         None if _by(s, "reason") == FAILED_OPEN else pytest.fail(f"{_by(s, 'reason')}")),
+    "compactor_admission_rejected_total": lambda o, s: (
+        None if _by(s, "reason") == REJECTED else pytest.fail(f"{_by(s, 'reason')}")),
     "compactor_owner_lookups_total": _lookups,
     "compactor_owner_api_requests_total": lambda o, s: None,  # checked with the lookups
     "compactor_owner_cache_entries": lambda o, s: (
@@ -413,7 +431,7 @@ EXPECTED: dict[str, Check] = {
     "compactor_webhook_certificate_expiration_timestamp_seconds": lambda o, s: (
         None if abs(_one(s) - o.cert_not_after) < 1 else pytest.fail(f"{_one(s)}")),
     "compactor_reconcile_duration_seconds": _reconcile_passes,
-    "compactor_reconcile_errors_total": _each_controller(lambda v: v == 0),
+    "compactor_reconcile_errors_total": _reconcile_errors,
     "compactor_runtime_evictions_total": lambda o, s: (
         None if _by(s, "result") == {"evicted": 0, "pdb_blocked": 0, "skipped": 0}
         else pytest.fail(str(_by(s, "result")))),
@@ -453,9 +471,9 @@ def test_documented_metric_as_prometheus_scraped_it(admitted: Observed,
 # Evaluated without their `for:`, on what this module did. CompactorAdmissionLatencyHigh is
 # left out: twelve admissions make a p99 that depends on the machine's load.
 FIRING = {"CompactorWebhookFailingOpen", "CompactorOwnerWatchNotSynced",
+          "CompactorReconcileErrors",  # the denied Deployments
           "CompactorWebhookCertificateExpiring"}  # the test CA issues for two days
-QUIET = {"CompactorReconcileErrors", "CompactorNoLeader", "CompactorWorkloadsSuppressed",
-         "CompactorDeschedulerRunFailed"}
+QUIET = {"CompactorNoLeader", "CompactorWorkloadsSuppressed", "CompactorDeschedulerRunFailed"}
 
 
 def _rules() -> dict[str, str]:

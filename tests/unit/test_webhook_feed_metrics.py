@@ -15,8 +15,8 @@ from webhook.feed import OwnerFeed, Source
 from webhook.kubeapi import NotServed
 from webhook.metrics import Metrics
 
-RS = Source("ReplicaSet", "apps/v1", "replicasets")
-MODEL = Source("Model", "kubeai.org/v1", "models")
+RS = Source("ReplicaSet", "/apis/apps/v1/replicasets")
+MODEL = Source("Model", "/apis/kubeai.org/v1/models")
 
 
 class Script:
