@@ -564,7 +564,7 @@ def test_kubectl_get_shows_enabled_scheduler_workloads_and_valid(admitted: Obser
 
     got = wait_for("the controller's status in the table", table, timeout=60)
     assert got["cols"] == ["Name", "Enabled", "Scheduler", "Descheduler", "Workloads", "Valid",
-                           "Age"]
+                           "Nodes", "Freeable", "Draining", "Age"]
     assert got["valid"][:6] == [o.policy, True, EXTERNAL, True, 1, "True"]
     # Invalid: no scheduler resolved, nothing managed.
     assert got["invalid"][:6] == [o.invalid_policy, True, "", True, 0, "False"]
@@ -574,7 +574,7 @@ def test_kubectl_get_shows_enabled_scheduler_workloads_and_valid(admitted: Obser
                          text=True, timeout=60, check=True).stdout.splitlines()
     header = out[0]
     assert header.split() == ["NAME", "ENABLED", "SCHEDULER", "DESCHEDULER", "WORKLOADS",
-                              "VALID", "AGE"]
+                              "VALID", "NODES", "FREEABLE", "DRAINING", "AGE"]
     starts = [header.index(c) for c in header.split()] + [None]
 
     def cells(line: str) -> list[str]:
