@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## tools: build (once) kube-apiserver, controller-manager, scheduler, etcd, kwok, descheduler
+## tools: build (once) the control plane, kwok, descheduler, helm, prometheus and promtool
 tools:
 	@bash tools/build.sh >/dev/null
 

@@ -51,6 +51,7 @@ class Manager:
         try:
             while not stop.is_set():
                 leading = await self.elector.step()
+                self.reconciler.metrics.leader.set(1.0 if leading else 0.0)
                 if leading and self.certs is not None:
                     try:
                         await self.certs.reconcile()
@@ -83,6 +84,7 @@ class Manager:
                 w.cancel()
             await asyncio.gather(*watchers, return_exceptions=True)
             await self.elector.release()
+            self.reconciler.metrics.leader.set(0.0)
 
     async def _next_wake(self, stop: asyncio.Event) -> None:
         waits = [asyncio.create_task(self.wake.wait()), asyncio.create_task(stop.wait())]

@@ -46,6 +46,9 @@ class ControllerMetrics:
         self.unremovable = Gauge(
             "compactor_nodes_unremovable", "Nodes of the policy's pool that cannot be freed, "
             "by their first reason.", ["policy", "reason"], registry=r)
+        self.leader = Gauge(
+            "compactor_controller_leader", "1 while this replica holds the controller's Lease "
+            "(the one replica that writes), else 0.", registry=r)
         for result in ("evicted", "pdb_blocked", "skipped"):
             self.evictions.labels(result)
 

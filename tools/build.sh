@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, kwok, descheduler) from the Go module proxy into a cache, and our
+# kube-scheduler, kubectl, etcd, kwok, descheduler) and the ecosystem tools the tests
+# drive (helm, prometheus, promtool) from the Go module proxy into a cache, and our
 # descheduler-policycheck (tools/policycheck), which loads a policy with the descheduler's types.
 # Prints the bin directory on stdout. Rebuilds only when the pins change.
 set -euo pipefail
@@ -16,9 +17,15 @@ out="$cache/$key"
 bin="$out/bin"
 
 need=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok descheduler
-  descheduler-policycheck)
+  descheduler-policycheck helm prometheus promtool)
+# CRDs the chart's optional objects need (ServiceMonitor, PrometheusRule; cert-manager's
+# Certificate and Issuer), so tests install those objects against the real schemas.
+crds=(prometheus-operator/monitoring.coreos.com_servicemonitors.yaml
+  prometheus-operator/monitoring.coreos.com_prometheusrules.yaml
+  cert-manager/cert-manager.io_certificates.yaml cert-manager/cert-manager.io_issuers.yaml)
 complete=1
 for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
+for c in "${crds[@]}"; do [[ -f "$out/crds/$c" ]] || complete=0; done
 if [[ $complete == 1 ]]; then
   echo "$bin"
   exit 0
@@ -50,9 +57,9 @@ module() {
   printf 'module compactor.dev/tools/%s\n\ngo 1.26.0\n\n%s\n' "$1" "$2" >"$out/src/$1/go.mod"
 }
 
-build() { # build <dir> <pkg@version> <binary-name> [extra ldflags]
-  local dir="$1" pkg="$2" name="$3" ldflags="-s ${4:-}"
-  (cd "$out/src/$dir" && go get "$pkg" >>"$log" 2>&1 && go build -trimpath -ldflags="$ldflags" -o "$bin/$name.tmp" "${pkg%@*}" >>"$log" 2>&1) || {
+build() { # build <dir> <pkg@version> <binary-name> [extra ldflags] [build tags]
+  local dir="$1" pkg="$2" name="$3" ldflags="-s ${4:-}" tags="${5:-}"
+  (cd "$out/src/$dir" && go get "$pkg" >>"$log" 2>&1 && go build -trimpath -tags="$tags" -ldflags="$ldflags" -o "$bin/$name.tmp" "${pkg%@*}" >>"$log" 2>&1) || {
     echo "error: building $name failed; last lines of $log:" >&2
     tail -30 "$log" >&2
     exit 1
@@ -108,5 +115,36 @@ cp "$here/policycheck/main.go" "$out/src/descheduler/policycheck/main.go"
 }
 mv "$bin/descheduler-policycheck.tmp" "$bin/descheduler-policycheck"
 echo "  built descheduler-policycheck" >&2
+
+module helm "require helm.sh/helm/v4 $HELM_VERSION"
+build helm "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" helm \
+  "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+
+# Static scrape configs only: remove_all_sd leaves out the cloud service-discovery plugins
+# (and their SDKs), which the tests never use; the web UI's assets are not embedded either.
+module prometheus "require github.com/prometheus/prometheus $PROMETHEUS_VERSION"
+pver="-X github.com/prometheus/common/version.Version=$PROMETHEUS_RELEASE"
+pver+=" -X github.com/prometheus/common/version.Branch=release"
+for c in prometheus promtool; do
+  build prometheus "github.com/prometheus/prometheus/cmd/$c@$PROMETHEUS_VERSION" "$c" "$pver" remove_all_sd
+done
+
+# Plain CRD files shipped inside the projects' Go modules (nothing is built from these).
+crd_files() { # crd_files <module@version> <folder in the module> <destination>
+  local dir
+  dir="$(cd "$out" && go mod download -json "$1" 2>>"$log" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -n "$dir" && -d "$dir/$2" ]] || {
+    echo "error: no $2 in module $1; last lines of $log:" >&2
+    tail -10 "$log" >&2
+    exit 1
+  }
+  mkdir -p "$out/crds/$3"
+  cp "$dir/$2"/*.yaml "$out/crds/$3/"
+  chmod u+w "$out/crds/$3"/*.yaml
+  echo "  copied the $3 CRDs" >&2
+}
+crd_files "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+  example/prometheus-operator-crd prometheus-operator
+crd_files "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" deploy/crds cert-manager
 
 echo "$bin"

@@ -48,6 +48,7 @@ class KindStore:
     """One kind's objects as of the last event: (namespace, name) -> (uid, record)."""
 
     synced: bool = False
+    served: bool = True
     objects: dict[tuple[str, str], tuple[str, OwnerRecord]] = field(default_factory=dict)
 
     def size(self) -> float:
@@ -55,6 +56,9 @@ class KindStore:
 
     def up(self) -> float:
         return 1.0 if self.synced else 0.0
+
+    def is_served(self) -> float:
+        return 1.0 if self.served else 0.0
 
     def replace(self, items: Iterable[Mapping[str, Any]]) -> None:
         self.objects = dict(_entry(obj) for obj in items)
@@ -95,6 +99,9 @@ class OwnerFeed:
             store = self.stores[s.kind]
             metrics.watch_objects.labels(s.kind).set_function(store.size)
             metrics.watch_synced.labels(s.kind).set_function(store.up)
+            metrics.watch_served.labels(s.kind).set_function(store.is_served)
+            for reason in ("expired", "error"):
+                metrics.watch_restarts.labels(s.kind, reason)
         self._metrics = metrics
 
     def get(self, key: tuple[str, ...]) -> OwnerRecord | None:
@@ -119,6 +126,7 @@ class OwnerFeed:
                 if rv is None:
                     items, rv = await self._source.list_metadata(source.path)
                     store.replace(items)
+                    store.served = True
                 async for event in self._source.watch_metadata(source.path, rv, opened):
                     obj = event.get("object") or {}
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
@@ -133,7 +141,7 @@ class OwnerFeed:
             except NotServed:
                 if store.synced or store.objects:
                     log.info("%s no longer served; owner lookups use GETs", source.kind)
-                store.synced, store.objects, rv = False, {}, None
+                store.synced, store.served, store.objects, rv = False, False, {}, None
                 await asyncio.sleep(self._rediscover)
             except Exception as e:
                 store.synced = False

@@ -49,10 +49,17 @@ class Metrics:
         self.watch_synced = Gauge(
             "compactor_owner_watch_synced", "1 while the kind's watch is running and its "
             "lookups need no API call.", ["kind"], registry=r)
+        self.watch_served = Gauge(
+            "compactor_owner_watch_served", "1 while the API server serves the kind (0: its "
+            "CRD is not installed, so its watch is not synced by design).", ["kind"],
+            registry=r)
         self.watch_restarts = Counter(
             "compactor_owner_watch_restarts", "Watch restarts, by kind and reason (expired: "
             "relisted after 410 Gone; error: reconnected after a failure).",
             ["kind", "reason"], registry=r)
+        self.certificate_expiry = Gauge(
+            "compactor_webhook_certificate_expiration_timestamp_seconds", "When the serving "
+            "certificate now loaded expires (notAfter, Unix time).", registry=r)
         for outcome in ("patched", "unchanged", "skipped", "failed_open", "rejected"):
             self.requests.labels(outcome)
         for result in ("hit", "miss", "negative", "error", "invalid"):

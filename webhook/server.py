@@ -91,5 +91,6 @@ def main() -> None:
     config.load()  # builds the SSLContext that the reloader refreshes in place
     assert config.ssl is not None
     webhook.reloader = CertReloader(config.ssl, settings.cert_file, settings.key_file,
-                                    settings.service_name, settings.service_namespace)
+                                    settings.service_name, settings.service_namespace,
+                                    on_load=webhook.metrics.certificate_expiry.set)
     uvicorn.Server(config).run()

@@ -11,10 +11,11 @@ import asyncio
 import hashlib
 import logging
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 from certs.authority import service_names
-from certs.certificate import missing_names
+from certs.certificate import missing_names, read
 
 log = logging.getLogger("compactor.webhook")
 
@@ -35,6 +36,11 @@ def check_names(cert_file: str, service: str | None, namespace: str | None) -> N
             f"{service}.{namespace}.svc (or let the controller manage it).")
 
 
+def expires_at(cert_file: str) -> float:
+    """notAfter of the (first, leaf) certificate in the file, as a Unix timestamp."""
+    return read(Path(cert_file).read_bytes()).not_after.timestamp()
+
+
 def _digest(*files: str) -> str:
     h = hashlib.sha256()
     for f in files:
@@ -43,12 +49,18 @@ def _digest(*files: str) -> str:
 
 
 class CertReloader:
+    """``on_load`` hears the expiry of each pair put into service, the first one included."""
+
     def __init__(self, context: ssl.SSLContext, cert_file: str, key_file: str,
-                 service: str | None, namespace: str | None) -> None:
+                 service: str | None, namespace: str | None,
+                 on_load: Callable[[float], None] | None = None) -> None:
         self.context, self.cert_file, self.key_file = context, cert_file, key_file
         self.service, self.namespace = service, namespace
+        self.on_load = on_load
         self.loaded = _digest(cert_file, key_file)
         self.reloads = 0
+        if on_load is not None:
+            on_load(expires_at(cert_file))
 
     def check(self) -> bool:
         """Load the files again if they changed; True when a new pair is now served."""
@@ -61,13 +73,16 @@ class CertReloader:
             return False
         try:
             check_names(self.cert_file, self.service, self.namespace)
+            expiry = expires_at(self.cert_file)
             self.context.load_cert_chain(self.cert_file, self.key_file)
-        except (CertificateMismatch, ssl.SSLError, OSError) as e:
+        except (CertificateMismatch, ssl.SSLError, OSError, ValueError) as e:
             # Half-written pair or wrong names: keep serving the previous certificate.
             log.error("not reloading the certificate: %s", e)
             return False
         self.loaded = current
         self.reloads += 1
+        if self.on_load is not None:
+            self.on_load(expiry)
         log.info("reloaded the serving certificate (%d so far)", self.reloads)
         return True
 

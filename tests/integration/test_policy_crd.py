@@ -143,8 +143,8 @@ def test_printer_columns_and_short_name(crd: dict[str, Any], kube: Kube) -> None
         table = kube.request("GET", _ccp(name), headers={
             "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
         cols = [c["name"] for c in table["columnDefinitions"]]
-        assert cols == ["Name", "Enabled", "Scheduler", "Descheduler", "Workloads", "Nodes",
-                        "Freeable", "Draining", "Age"]
+        assert cols == ["Name", "Enabled", "Scheduler", "Descheduler", "Workloads", "Valid",
+                        "Nodes", "Freeable", "Draining", "Age"]
         assert table["rows"][0]["cells"][1:4] == [True, None, True]
     finally:
         kube.delete(_ccp(name))

@@ -1,0 +1,106 @@
+{{/*
+Labels of every object the chart renders: those of deploy/ (name, component) plus Helm's.
+Selectors and Pod template labels stay those of deploy/, so the two installs select alike.
+*/}}
+{{- define "compactor.labels" -}}
+app.kubernetes.io/name: compactor
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{- define "compactor.selector" -}}
+app.kubernetes.io/name: compactor
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+
+{{/* The image of both components: repository@digest, else repository:tag (appVersion). */}}
+{{- define "compactor.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/*
+Compactor's components name their namespace (the webhook skips it, the descheduler never
+evicts from it): refuse any other release namespace rather than install a half-protected copy.
+*/}}
+{{- define "compactor.namespace" -}}
+{{- if ne .Release.Namespace "compactor-system" -}}
+{{- fail (printf "Compactor installs into the namespace compactor-system, not %q: helm install ... -n compactor-system --create-namespace" .Release.Namespace) -}}
+{{- end -}}
+{{ .Release.Namespace }}
+{{- end }}
+
+{{/* Scheduling of one component's Pods: nodeSelector, tolerations, affinity, priority. */}}
+{{- define "compactor.placement" -}}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "compactor.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The restricted Pod Security profile, as in deploy/. */}}
+{{- define "compactor.podSecurityContext" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  seccompProfile: {type: RuntimeDefault}
+{{- end }}
+
+{{- define "compactor.containerSecurityContext" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  runAsNonRoot: true
+  capabilities: {drop: [ALL]}
+  seccompProfile: {type: RuntimeDefault}
+{{- end }}
+
+{{- define "compactor.spread" -}}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "compactor.selector" . | nindent 8 }}
+{{- end }}
+
+{{/*
+Extra env entries as given, but a plain value always as a string (--set turns 60 into a
+number, which the API server would refuse in an EnvVar).
+*/}}
+{{- define "compactor.extraEnv" -}}
+{{- range . }}
+{{- if hasKey . "value" }}
+- name: {{ .name }}
+  value: {{ .value | toString | quote }}
+{{- else }}
+- {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
