@@ -44,9 +44,11 @@ test: $(STAMP) tools lint typecheck
 demo: $(STAMP) tools
 	$(BIN)/python -m localcluster.demo
 
-## bench: webhook latency/throughput vs the bare stack, cold burst, through the API server
+## bench: webhook latency/throughput vs the bare stack, cold burst, through the API server;
+## the drain planner's pass on 100 and 1,000 synthetic nodes
 bench: $(STAMP) tools
 	$(BIN)/python -m loadtest.driver
+	$(BIN)/python -m loadtest.planner
 
 ## bench-e2e: 100 nodes, ~3,000 Pods: reconcile time, peak RSS, API requests/min (not in CI)
 bench-e2e: $(STAMP) tools

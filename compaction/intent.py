@@ -12,6 +12,7 @@ the controller compare a Pod's admitted state with the workload's current intent
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +46,10 @@ class Intent:
         return hashlib.sha256(orjson.dumps(self._body())).hexdigest()[:12]
 
     def render(self) -> str:
+        return self._rendered
+
+    @functools.cached_property
+    def _rendered(self) -> str:  # one intent is written onto thousands of Pods in a pass
         body = self._body()
         body["hash"] = hashlib.sha256(orjson.dumps(body)).hexdigest()[:12]
         return orjson.dumps(body).decode()

@@ -8,6 +8,7 @@ reference, say) can never add a query, a fragment or a ``..`` to a request.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -47,10 +48,15 @@ class Kind:
         return "/".join(parts)
 
 
+_PLAIN: Final = re.compile(r"[A-Za-z0-9._~-]+")
+
+
 def _segment(value: str) -> str:
     """One path segment, every reserved character escaped ('/', '?', '#', '%', '.' runs)."""
     if value in ("", ".", ".."):
         raise ValueError(f"{value!r} cannot be a path segment")
+    if _PLAIN.fullmatch(value):
+        return value  # a DNS name, as almost every name is: nothing to escape
     return quote(value, safe="")
 
 

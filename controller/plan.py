@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
-import yaml
 
 from compaction import kinds, names
 from compaction.intent import Intent
@@ -160,12 +159,17 @@ def _membership(pods: Iterable[PodInfo], index: OwnerIndex,
                 decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]]
                 ) -> dict[tuple[str, str], _Membership]:
     out: dict[tuple[str, str], _Membership] = {}
+    by_owner: dict[tuple[str, tuple[str, str] | None], _Membership | None] = {}
     for pod in pods:
         if pod.namespace in names.PROTECTED_NAMESPACES or pod.deleting:
             continue
-        key = index.workload(pod)
-        if key is not None and key in decided:
-            out[pod.key] = _Membership(*decided[key])
+        owner = (pod.namespace, pod.owner)  # a workload's Pods share their owner: look up once
+        if owner not in by_owner:
+            key = index.workload(pod)
+            found = decided.get(key) if key is not None else None
+            by_owner[owner] = _Membership(*found) if found is not None else None
+        if (m := by_owner[owner]) is not None:
+            out[pod.key] = m
     return out
 
 
@@ -417,4 +421,6 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], availa
 
 
 def _same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    return yaml.safe_dump(dict(old), sort_keys=True) == yaml.safe_dump(dict(new), sort_keys=True)
+    """Equal as JSON (tuples and lists alike), so an unchanged status is not rewritten."""
+    return orjson.dumps(dict(old), option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        dict(new), option=orjson.OPT_SORT_KEYS)

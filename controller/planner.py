@@ -30,7 +30,7 @@ from compaction.utilization import Utilization, is_underutilized
 from compaction.workload import WorkloadType
 from controller.convergence import SYSTEM_CRITICAL
 from controller.objects import parse_time
-from controller.scheduling import Effect, Taint, most_allocated, tolerated
+from controller.scheduling import UNCONSTRAINED, Effect, Taint, most_allocated, tolerated
 from controller.snapshot import NodeInfo, PdbInfo, PodInfo
 
 # Taints of nodes another autoscaler is removing: never a destination, never a candidate.
@@ -91,22 +91,34 @@ class DrainPlan:
     moves: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Node:
-    """A node as the simulation fills it."""
+    """A node as the simulation fills it: what is free on it and who runs there."""
 
     info: NodeInfo
-    requested: dict[str, int]
+    free: dict[str, int]  # allocatable minus every request placed here, per resource
     pods: list[PodInfo]
+    repels: int = 0  # Pods here with required hostname anti-affinity
+    # Ready, schedulable, not leaving, not draining: it may take Pods.
+    open: bool = True
+    hard_taints: bool = False  # NoSchedule or NoExecute taints a Pod must tolerate
 
-    def free(self, resource: str) -> int:
-        return self.info.allocatable.get(resource, 0) - self.requested.get(resource, 0)
+    def score(self) -> float:
+        """Its MostAllocated score (cpu and memory, weight 1 each, 0-100)."""
+        total, count = 0.0, 0
+        for resource in ("cpu", "memory"):
+            capacity = self.info.allocatable.get(resource, 0)
+            if capacity > 0:
+                total += 100.0 * (capacity - self.free.get(resource, 0)) / capacity
+                count += 1
+        return total / count if count else 0.0
 
 
 def _utilization(node: _Node) -> Utilization:
     def percent(resource: str) -> float:
         capacity = node.info.allocatable.get(resource, 0)
-        return 100.0 * node.requested.get(resource, 0) / capacity if capacity else 100.0
+        used = capacity - node.free.get(resource, 0)
+        return 100.0 * used / capacity if capacity else 100.0
     return Utilization(percent("cpu"), percent("memory"), percent("pods"))
 
 
@@ -114,42 +126,71 @@ def _leaving(node: NodeInfo) -> bool:
     return any(t.key in LEAVING_TAINTS for t in node.taints)
 
 
+def _needs(pod: PodInfo) -> dict[str, int]:
+    return add(pod.requests, {"pods": _POD})
+
+
 class _Cluster:
-    """Nodes with what they hold, and the Pods planned onto them so far."""
+    """Nodes with what they hold, and the Pods planned onto them so far.
+
+    Built for speed: a move keeps an undo log instead of copying the cluster, resources are
+    compared in place, and a Pod with no placement constraints tries the destinations in
+    their MostAllocated order and takes the first that fits (for nodes of one shape that is
+    the node kube-scheduler would score highest).
+    """
 
     def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> None:
-        self.nodes = {n.name: _Node(n, {}, []) for n in nodes}
+        self.nodes: dict[str, _Node] = {}
+        for n in nodes:
+            self.nodes[n.name] = _Node(
+                n, dict(n.allocatable), [],
+                open=(n.ready and not n.unschedulable and not _leaving(n)
+                      and drain_owner(n) is None),
+                hard_taints=tolerated(n.taints, ()) is not None)
         for pod in pods:
             node = self.nodes.get(pod.node_name)
             if node is not None and pod.occupies and not pod.deleting:
-                self._put(node, pod)
+                self._put(node, pod, _needs(pod))
         self.emptied: set[str] = set()
         self.received: set[str] = set()  # destinations of planned Pods: no longer candidates
         self.moves: dict[tuple[str, str], str] = {}
 
-    def _put(self, node: _Node, pod: PodInfo) -> None:
-        node.requested = add(node.requested, pod.requests, {"pods": _POD})
+    @staticmethod
+    def _put(node: _Node, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        for r, amount in needs.items():
+            node.free[r] = node.free.get(r, 0) - amount
         node.pods.append(pod)
+        if pod.placement.anti_affinity:
+            node.repels += 1
+
+    @staticmethod
+    def _take(node: _Node, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        for r, amount in needs.items():
+            node.free[r] = node.free.get(r, 0) + amount
+        node.pods.remove(pod)
+        if pod.placement.anti_affinity:
+            node.repels -= 1
 
     def destinations(self, exclude: str, pool: LabelSelector) -> list[_Node]:
         """Where the Pods of ``exclude`` may go: the pool's other nodes, ready, schedulable,
         not leaving, not draining and not emptied by this simulation."""
         return [n for n in self.nodes.values()
-                if n.info.name != exclude and n.info.name not in self.emptied
-                and pool.matches(n.info.labels)
-                and n.info.ready and not n.info.unschedulable and not _leaving(n.info)
-                and drain_owner(n.info) is None]
+                if n.open and n.info.name != exclude and n.info.name not in self.emptied
+                and pool.matches(n.info.labels)]
 
-    def fits(self, pod: PodInfo, node: _Node) -> bool:
+    def fits(self, pod: PodInfo, needs: Mapping[str, int], node: _Node) -> bool:
+        for r, amount in needs.items():
+            if amount > 0 and node.free.get(r, 0) < amount:
+                return False
         placement = pod.placement
-        if not placement.admits(node.info.name, node.info.labels):
+        if placement is not UNCONSTRAINED:
+            if not placement.admits(node.info.name, node.info.labels):
+                return False
+            if node.hard_taints and tolerated(node.info.taints, placement.tolerations):
+                return False
+        elif node.hard_taints:
             return False
-        if tolerated(node.info.taints, placement.tolerations) is not None:
-            return False
-        needs = add(pod.requests, {"pods": _POD})
-        if any(node.free(r) < amount for r, amount in needs.items() if amount > 0):
-            return False
-        return not self._repelled(pod, node)
+        return not (node.repels or placement.anti_affinity) or not self._repelled(pod, node)
 
     @staticmethod
     def _repelled(pod: PodInfo, node: _Node) -> bool:
@@ -163,15 +204,20 @@ class _Cluster:
                 return True
         return False
 
-    def place(self, pod: PodInfo, exclude: str, pool: LabelSelector) -> _Node | None:
-        """The node the compaction scheduler would pick: feasible, most allocated."""
+    def place(self, pod: PodInfo, needs: Mapping[str, int], ordered: list[_Node]
+              ) -> _Node | None:
+        """The node the compaction scheduler would pick: feasible, most allocated.
+        ``ordered`` holds the destinations, most allocated first."""
+        if pod.placement is UNCONSTRAINED:
+            return next((n for n in ordered if self.fits(pod, needs, n)), None)
         best: tuple[float, str] | None = None
         chosen: _Node | None = None
-        for node in self.destinations(exclude, pool):
-            if not self.fits(pod, node):
+        for node in ordered:
+            if not self.fits(pod, needs, node):
                 continue
-            score = most_allocated(add(node.requested, pod.requests), node.info.allocatable)
-            key = (-score, node.info.name)
+            requested = {r: node.info.allocatable.get(r, 0) - node.free.get(r, 0) + needs.get(r, 0)
+                         for r in ("cpu", "memory")}
+            key = (-most_allocated(requested, node.info.allocatable), node.info.name)
             if best is None or key < best:
                 best, chosen = key, node
         return chosen
@@ -184,29 +230,45 @@ class _Cluster:
                      and tolerated(n.info.taints, pod.placement.tolerations) is None]
         if not admitting:
             return "no other node admits it (pool, nodeSelector, affinity or taints)"
-        for resource, amount in sorted(add(pod.requests, {"pods": _POD}).items()):
-            if amount > 0 and all(n.free(resource) < amount for n in admitting):
+        for resource, amount in sorted(_needs(pod).items()):
+            if amount > 0 and all(n.free.get(resource, 0) < amount for n in admitting):
                 return "room for 1 more Pod" if resource == "pods" else \
                     f"{resource} {format_milli(resource, amount)}"
         return "required anti-affinity on the hostname"
 
     def move(self, pods: Sequence[PodInfo], source: str, pool: LabelSelector) -> Reason | None:
         """Place every Pod of ``source`` elsewhere, or none: the reason it failed, or None."""
-        saved = {name: (list(n.pods), dict(n.requested)) for name, n in self.nodes.items()}
-        received, moves = set(self.received), dict(self.moves)
+        wanted = [_needs(p) for p in pods]
+        # What even the smallest of these Pods needs: a node short of it takes none of them.
+        floor = {r: min(n.get(r, 0) for n in wanted) for r in set().union(*wanted)}
+        ordered = sorted((n for n in self.destinations(source, pool)
+                          if all(n.free.get(r, 0) >= a for r, a in floor.items() if a > 0)),
+                         key=lambda n: (-n.score(), n.info.name))
+        placed: list[tuple[_Node, PodInfo, dict[str, int]]] = []
         # Largest first, as first-fit decreasing packs.
         for pod in sorted(pods, key=lambda p: (-p.requests.get("cpu", 0),
                                                -p.requests.get("memory", 0), p.name)):
-            target = self.place(pod, source, pool)
+            needs = _needs(pod)
+            target = self.place(pod, needs, ordered)
             if target is None:
-                for name, (held, requested) in saved.items():
-                    self.nodes[name].pods, self.nodes[name].requested = held, requested
-                self.received, self.moves = received, moves
+                for node, done, amount in reversed(placed):
+                    self._take(node, done, amount)
                 return Reason("does_not_fit", f"pod {pod.namespace}/{pod.name} does not fit "
                               f"elsewhere: {self.shortfall(pod, source, pool)}")
-            self._put(target, pod)
-            self.received.add(target.info.name)
-            self.moves[pod.key] = target.info.name
+            self._put(target, pod, needs)
+            placed.append((target, pod, needs))
+            if any(target.free.get(r, 0) < a for r, a in floor.items() if a > 0):
+                ordered.remove(target)  # full for the rest of these Pods
+                continue
+            # Keep the order: the target's score rose; move it up past those it passed.
+            i = ordered.index(target)
+            key = (-target.score(), target.info.name)
+            while i > 0 and (-ordered[i - 1].score(), ordered[i - 1].info.name) > key:
+                ordered[i - 1], ordered[i] = ordered[i], ordered[i - 1]
+                i -= 1
+        for node, pod, _ in placed:
+            self.received.add(node.info.name)
+            self.moves[pod.key] = node.info.name
         self.emptied.add(source)
         return None
 
@@ -373,8 +435,13 @@ def plan_policy(policy: Policy, cluster: _Cluster, pool: LabelSelector,
         policy.name, in_use, tuple(freeable), draining, tuple(drained), tuple(abandoned),
         tuple(Unremovable(n, tuple(r), n in stakes) for n, r in sorted(unremovable.items())),
         {n: tuple(p.key for p in candidates[n].movable) for n in draining},
-        {key: node for key, node in cluster.moves.items()
-         if key in {p.key for n in freeable for p in candidates[n].movable + candidates[n].riders}})
+        _moves_of(cluster.moves, [candidates[n] for n in freeable]))
+
+
+def _moves_of(moves: Mapping[tuple[str, str], str], freed: Iterable[Candidate]
+              ) -> dict[tuple[str, str], str]:
+    keys = {p.key for c in freed for p in (*c.movable, *c.riders)}
+    return {key: node for key, node in moves.items() if key in keys}
 
 
 DRAIN_TIMEOUT: Final = datetime.timedelta(hours=6)

@@ -126,6 +126,11 @@ class Placement:
                                      for term in self.terms)
 
 
+# The one record of a Pod that constrains nothing: most Pods share it, and the planner
+# places them by identity without checking.
+UNCONSTRAINED: Final = Placement()
+
+
 def _requirements(raw: Any, field_keys: bool) -> tuple[NodeRequirement, ...]:
     out = []
     for expr in raw or []:
@@ -169,9 +174,10 @@ def parse_placement(spec: Mapping[str, Any]) -> Placement:
                 "whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
             unsimulated = f"topology spread on {constraint.get('topologyKey')} (DoNotSchedule)"
     selector = spec.get("nodeSelector")
-    return Placement(
+    placement = Placement(
         {str(k): str(v) for k, v in selector.items()} if isinstance(selector, Mapping) else {},
         terms, tolerations, tuple(anti), unsimulated)
+    return UNCONSTRAINED if placement == UNCONSTRAINED else placement
 
 
 def most_allocated(requested: Mapping[str, int], allocatable: Mapping[str, int]) -> float:

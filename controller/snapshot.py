@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from compaction import quantity
 from compaction.policy import Policy
@@ -19,7 +19,7 @@ from compaction.problem import InvalidPolicy, Problem
 from compaction.selector import LabelSelector, parse_selector
 from compaction.validation import parse_policy
 from controller.objects import controller_of, meta, parse_time, revision, section, str_map
-from controller.scheduling import Placement, Taint, parse_placement
+from controller.scheduling import UNCONSTRAINED, Placement, Taint, parse_placement
 from controller.workloads import WorkloadObject
 
 OwnerKey = tuple[str, str, str]  # kind, namespace, name
@@ -46,7 +46,7 @@ class PodInfo:
     local_storage: bool = False  # an emptyDir or hostPath volume
     pvc: bool = False
     requests: Mapping[str, int] = field(default_factory=dict)  # milli-units, as scheduled
-    placement: Placement = field(default_factory=Placement)
+    placement: Placement = UNCONSTRAINED
 
     @property
     def key(self) -> tuple[str, str]:
@@ -64,9 +64,6 @@ class PodInfo:
     def occupies(self) -> bool:
         """Bound and not finished: it holds its requests on its node."""
         return bool(self.node_name) and self.phase not in ("Succeeded", "Failed")
-
-
-_NO_PLACEMENT: Final = Placement()
 
 
 def _container_requests(container: Any) -> dict[str, int]:
@@ -127,7 +124,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
 def _placement(spec: Mapping[str, Any]) -> Placement:
     if not any(spec.get(k) for k in ("nodeSelector", "affinity", "tolerations",
                                      "topologySpreadConstraints")):
-        return _NO_PLACEMENT  # most Pods: one shared record
+        return UNCONSTRAINED  # most Pods: one shared record
     return parse_placement(spec)
 
 

@@ -17,9 +17,13 @@ from compaction.quantity import add
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
+from controller.plan import PlanSettings
+from controller.plan import plan as plan_pass
 from controller.planner import DrainPlan, Member, drain_taint, plan_drains
+from controller.runtime import RuntimeSettings
 from controller.scheduling import AntiAffinity, Placement, Taint, Toleration
 from controller.snapshot import NodeInfo, PdbInfo, PodInfo
+from loadtest import planner as planner_bench
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 GI = 2**30 * 1000
@@ -335,3 +339,27 @@ def test_every_plan_places_each_pod_where_it_fits_and_frees_what_it_says(
             assert amount <= n.allocatable[resource], (n.name, resource)
     # Reported nodes are each in exactly one place.
     assert not freed & {u.node for u in plan.unremovable}
+
+
+def test_the_benchmarks_thousand_node_plan_keeps_every_invariant() -> None:
+    """The cluster ``make bench`` times, checked as the property above checks small ones:
+    the fast paths (first fit for unconstrained Pods, full nodes dropped) change no answer a
+    planner may give."""
+    snapshot = planner_bench.cluster(1000)
+    result = plan_pass(snapshot, PlanSettings(RuntimeSettings()), NOW)
+    drain = result.drains[0]
+    freed = set(drain.freeable)
+    assert len(freed) > 300 and len(drain.draining) == 1
+    nodes = {n.name: n for n in snapshot.nodes}
+    on_freed = {p.key for p in snapshot.pods if p.node_name in freed
+                and p.owner is not None and p.owner[0] != "DaemonSet"}
+    assert on_freed == set(drain.moves)
+    load: dict[str, dict[str, int]] = {n: {} for n in nodes}
+    for p in snapshot.pods:
+        if p.owner is not None and p.owner[0] == "DaemonSet" and p.node_name in freed:
+            continue  # leaves with its node
+        where = drain.moves.get(p.key, p.node_name)
+        assert where not in freed
+        load[where] = add(load[where], p.requests, {"pods": 1000})
+    for name, used in load.items():
+        assert all(a <= nodes[name].allocatable[r] for r, a in used.items()), name
