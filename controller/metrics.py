@@ -37,6 +37,9 @@ class ControllerMetrics:
             "compactor_plan_duration_seconds", "Time to compute one pass's plan (pure code: "
             "the drain simulation included).",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5), registry=r)
+        self.in_use = Gauge(
+            "compactor_plan_nodes_in_use", "Nodes of the policy's pool running a Pod other "
+            "than a DaemonSet's or a mirror Pod.", ["policy"], registry=r)
         self.freeable = Gauge(
             "compactor_plan_freeable_nodes", "Nodes the policy's plan could free now.",
             ["policy"], registry=r)
@@ -54,9 +57,10 @@ class ControllerMetrics:
 
     def show_plans(self, drains: Iterable[DrainPlan]) -> None:
         """The planner's gauges, as of this pass (a policy gone leaves no series)."""
-        for gauge in (self.freeable, self.draining, self.unremovable):
+        for gauge in (self.in_use, self.freeable, self.draining, self.unremovable):
             gauge.clear()
         for d in drains:
+            self.in_use.labels(d.policy).set(len(d.nodes_in_use))
             self.freeable.labels(d.policy).set(len(d.freeable))
             self.draining.labels(d.policy).set(len(d.draining))
             counts = Tally(u.reasons[0].code for u in (*d.abandoned, *d.unremovable)

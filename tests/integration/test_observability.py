@@ -406,6 +406,21 @@ def _reconcile_errors(o: Observed, series: list[Series]) -> None:
         assert (failed >= len(DENIED)) if s.labels["instance"] in leader else failed == 0, s
 
 
+def _planned(limit: Callable[[Observed], float]) -> Check:
+    """The leader's plan for the module's one valid policy, and nothing else: the invalid
+    policy has no plan, the follower none at all."""
+    def check(o: Observed, series: list[Series]) -> None:
+        leader = {s.labels["instance"] for s in o.series("compactor_controller_leader == 1")}
+        assert {s.labels["instance"] for s in series} <= leader
+        assert {s.labels["policy"] for s in series} <= {o.policy}
+        assert all(0 <= s.points[-1][1] <= limit(o) for s in series), series
+    return check
+
+
+def _nodes(o: Observed) -> float:
+    return float(len(o.kube.items(path("nodes"))))
+
+
 EXPECTED: dict[str, Check] = {
     "compactor_admission_duration_seconds": _admission_count,
     "compactor_admission_requests_total": lambda o, s: (
@@ -440,6 +455,13 @@ EXPECTED: dict[str, Check] = {
     "compactor_controller_api_requests": _each_controller(lambda v: v > 0),
     "compactor_controller_informed_objects": _each_controller(lambda v: v > 0),
     "compactor_controller_leader": _leader,
+    "compactor_plan_duration_seconds": _reconcile_passes,
+    # Other tests' Pods share this cluster's nodes: how many nodes the plan frees depends on
+    # them; it has the policy as its label, and it is at most the cluster's nodes.
+    "compactor_plan_nodes_in_use": _planned(_nodes),
+    "compactor_plan_freeable_nodes": _planned(_nodes),
+    "compactor_nodes_draining": _planned(lambda o: 1.0),  # maxDrainingNodes defaults to 1
+    "compactor_nodes_unremovable": _planned(_nodes),
 }
 DOCUMENTED = documented_metrics()
 
