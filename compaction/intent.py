@@ -59,8 +59,8 @@ def intent_for(policy: Policy, kind: WorkloadType) -> Intent:
     """What a workload of ``kind`` under ``policy`` asks of its new Pods: the policy label,
     the workload-kind label the descheduler's eviction selector reads, and the scheduler."""
     return Intent(
-        policy=policy.name,
-        labels={names.POLICY_LABEL: policy.name, names.WORKLOAD_KIND_LABEL: kind.value},
+        policy=policy.id,
+        labels={names.POLICY_LABEL: policy.id, names.WORKLOAD_KIND_LABEL: kind.value},
         scheduler_name=policy.scheduler.scheduler_name,
     )
 

@@ -101,6 +101,10 @@ _TABLE: Final = (
     Kind("StrimziPodSet", "core.strimzi.io", "v1beta2", "strimzipodsets"),
     Kind("Model", "kubeai.org", "v1", "models"),
     Kind(names.POLICY_KIND, names.GROUP, names.VERSION, names.POLICY_PLURAL, namespaced=False),
+    Kind(names.NAMESPACED_POLICY_KIND, names.GROUP, names.VERSION,
+         names.NAMESPACED_POLICY_PLURAL),
+    Kind(names.EVALUATION_KIND, names.GROUP, names.VERSION, names.EVALUATION_PLURAL,
+         namespaced=False),
 )
 
 KINDS: Final[Mapping[str, Kind]] = {k.kind: k for k in _TABLE}

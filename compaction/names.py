@@ -9,6 +9,13 @@ VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 POLICY_KIND: Final = "ClusterCompactionPolicy"
 POLICY_PLURAL: Final = "clustercompactionpolicies"
+NAMESPACED_POLICY_KIND: Final = "CompactionPolicy"
+NAMESPACED_POLICY_PLURAL: Final = "compactionpolicies"
+POLICY_KINDS: Final = (POLICY_KIND, NAMESPACED_POLICY_KIND)
+# The cluster-scoped singleton that ranks policy types; only this name is accepted.
+EVALUATION_KIND: Final = "PolicyEvaluation"
+EVALUATION_PLURAL: Final = "policyevaluations"
+EVALUATION_NAME: Final = "policy-evaluation"
 
 INSTALL_NAMESPACE: Final = "compactor-system"
 PROTECTED_NAMESPACES: Final = frozenset({"kube-system", INSTALL_NAMESPACE})
@@ -39,8 +46,9 @@ DEFAULT_SCHEDULER: Final = "default-scheduler"
 SCHEDULER_CONFIGMAP: Final = "compactor-scheduler-config"
 DESCHEDULER_PREFIX: Final = "compactor-descheduler-"
 
-# CronJob names may be at most 52 characters; the descheduler CronJob is named after the policy.
-MAX_POLICY_NAME: Final = 52 - len(DESCHEDULER_PREFIX)
+# CronJob names may be at most 52 characters; the descheduler CronJob is named after the
+# policy's id (``compaction.policy.Policy.id``), which is therefore at most this long.
+MAX_POLICY_ID: Final = 52 - len(DESCHEDULER_PREFIX)
 
 SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
@@ -49,6 +57,6 @@ MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 PLACEHOLDER_PRIORITY: Final = -10
 
 
-def descheduler_name(policy: str) -> str:
-    """Name of the per-policy descheduler CronJob, ConfigMap and ServiceAccount."""
-    return f"{DESCHEDULER_PREFIX}{policy}"
+def descheduler_name(policy_id: str) -> str:
+    """Name of the per-policy descheduler CronJob and ConfigMap."""
+    return f"{DESCHEDULER_PREFIX}{policy_id}"

@@ -1,13 +1,16 @@
-"""``ClusterCompactionPolicy``: the parsed model, with every default in one place.
+"""``ClusterCompactionPolicy`` and the namespaced ``CompactionPolicy``: the parsed model, with
+every default in one place.
 
 Defaults and field names follow the reference field table exactly. ``compaction.validation``
-reads an object into this model, taking each default from here.
+reads an object into this model, taking each default from here. A ``CompactionPolicy`` is the
+same model with a namespace: it covers that namespace only.
 """
 
 from __future__ import annotations
 
 import datetime
 import fnmatch
+import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -116,6 +119,7 @@ class DeschedulerSpec:
 @dataclass(frozen=True)
 class Policy:
     name: str
+    namespace: str = ""  # set for a CompactionPolicy, which covers this namespace only
     uid: str = ""
     generation: int = 0
     creation_timestamp: datetime.datetime | None = None
@@ -125,3 +129,72 @@ class Policy:
     scheduler: SchedulerSpec = SchedulerSpec()
     set_labels_by_eviction: bool = False
     descheduler: DeschedulerSpec = DeschedulerSpec()
+
+    @property
+    def kind(self) -> str:
+        return names.NAMESPACED_POLICY_KIND if self.namespace else names.POLICY_KIND
+
+    @property
+    def key(self) -> str:
+        """``<Kind>/<name>``, or ``<Kind>/<namespace>/<name>``: unique, and how people and
+        the last rule of precedence tell policies apart."""
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind}/{where}{self.name}"
+
+    @property
+    def id(self) -> str:
+        """What Pods, workloads, taints and the descheduler's objects name the policy by:
+        ``policy_id``."""
+        return policy_id(self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """A field a namespaced policy may not set (``allowed`` None) or may set only to
+    ``allowed``: what it would widen belongs to the cluster admin."""
+
+    path: tuple[str, ...]  # below spec
+    allowed: bool | int | None
+    why: str
+
+    @property
+    def field(self) -> str:
+        return "spec." + ".".join(self.path)
+
+
+_EVICTOR = ("descheduler", "defaultEvictor")
+RESERVED: Final = (
+    Reserved(("scope", "namespaceSelector"), None,
+             "a CompactionPolicy covers its own namespace only"),
+    Reserved(("descheduler", "nodeSelector"), None,
+             "the node pool is the cluster admin's (a ClusterCompactionPolicy sets it)"),
+    Reserved(("descheduler", "maxDrainingNodes"), 1,
+             "draining more than one node at a time is the cluster admin's to allow"),
+    Reserved((*_EVICTOR, "evictSystemCriticalPods"), False,
+             "evicting system-critical Pods is the cluster admin's to allow"),
+    Reserved((*_EVICTOR, "evictLocalStoragePods"), False,
+             "evicting Pods with local storage is the cluster admin's to allow"),
+    Reserved((*_EVICTOR, "evictDaemonSetPods"), False,
+             "evicting DaemonSet Pods is the cluster admin's to allow"),
+    Reserved((*_EVICTOR, "ignorePvcPods"), True,
+             "evicting Pods with a PersistentVolumeClaim is the cluster admin's to allow"),
+)
+
+
+_ID_BUDGET: Final = 22  # of names.MAX_POLICY_ID (30), what is left beside "." and "-<hash>"
+
+
+def policy_id(namespace: str, name: str) -> str:
+    """A cluster policy's name (lower-case letters, digits and '-', at most 30), or for a
+    namespaced one ``<namespace>.<name>``: a dot no cluster policy's name has, so the two
+    never collide. Longer than 30 (a label value and the CronJob's name must stay within
+    their limits), both parts are shortened and a hash of the whole is appended."""
+    if not namespace:
+        return name
+    whole = f"{namespace}.{name}"
+    if len(whole) <= names.MAX_POLICY_ID:
+        return whole
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:6]
+    ns = namespace[:max(_ID_BUDGET // 2, _ID_BUDGET - len(name))].rstrip("-")
+    short = name[:_ID_BUDGET - len(ns)].rstrip("-")
+    return f"{ns}.{short}-{digest}"

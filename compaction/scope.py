@@ -24,6 +24,8 @@ def in_scope(policy: Policy, workload: Workload) -> bool:
     scope = policy.scope
     if workload.kind not in scope.workload_types:
         return False
+    if policy.namespace and policy.namespace != workload.namespace:
+        return False  # a CompactionPolicy covers its own namespace only
     if scope.namespace_selector and not scope.namespace_selector.matches(workload.namespace):
         return False
     return not (scope.label_selector and not scope.label_selector.matches(workload.labels))

@@ -1,8 +1,11 @@
-"""Reading a ``ClusterCompactionPolicy`` object into the model, reporting every problem.
+"""Reading a ``ClusterCompactionPolicy`` or ``CompactionPolicy`` object into the model,
+reporting every problem.
 
 Each absent field takes the model's own default (``compaction.policy``), so no default is
 written twice. Problems carry their field path and are all returned together; the one renamed
 field, ``spec.scheduler.useKubexScheduler``, is read as an alias of ``useManagedScheduler``.
+A ``CompactionPolicy`` is read the same way, and may not set what ``RESERVED`` keeps for the
+cluster admin (the CRD refuses the same, generated from the same list).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, Final
 from compaction import names
 from compaction.cron import cron_problems
 from compaction.duration import parse_duration
+from compaction.policy import RESERVED as _RESERVED
 from compaction.policy import (
     DefaultEvictor,
     DeschedulerSpec,
@@ -21,6 +25,7 @@ from compaction.policy import (
     NamespaceOperator,
     NamespaceSelector,
     Policy,
+    Reserved,
     SchedulerSpec,
     Scope,
     Thresholds,
@@ -112,13 +117,25 @@ class _Reader:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
         assert isinstance(meta, Mapping)
         name = str(meta.get("name", ""))
-        self._name(name)
-        if obj.get("kind", names.POLICY_KIND) != names.POLICY_KIND:
-            self._err("kind", f"must be {names.POLICY_KIND}")
+        kind = obj.get("kind", names.POLICY_KIND)
+        namespace = ""
+        if kind == names.NAMESPACED_POLICY_KIND:
+            namespace = str(meta.get("namespace") or "")
+            if not namespace:
+                self._err("metadata.namespace", "is required")
+            elif namespace in names.PROTECTED_NAMESPACES:
+                self._err("metadata.namespace", f"Compactor never manages Pods in {namespace}")
+        elif kind != names.POLICY_KIND:
+            self._err("kind", f"must be {names.POLICY_KIND} or {names.NAMESPACED_POLICY_KIND}")
+        self._name(name, 63 if namespace else names.MAX_POLICY_ID)
         spec = self._obj(obj, "spec", "spec", frozenset(
             {"scope", "enabled", "scheduler", "setLabelsByEviction", "descheduler", "weight"}))
+        if namespace:
+            for reserved in _RESERVED:
+                self._reserved(spec, reserved)
         return Policy(
             name=name,
+            namespace=namespace,
             uid=str(meta.get("uid", "")),
             generation=int(meta.get("generation", 0) or 0),
             creation_timestamp=self._timestamp(meta.get("creationTimestamp")),
@@ -132,12 +149,24 @@ class _Reader:
             descheduler=self._descheduler(spec),
         )
 
-    def _name(self, name: str) -> None:
+    def _reserved(self, spec: Mapping[str, Any], reserved: Reserved) -> None:
+        value: Any = spec
+        for key in reserved.path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is None or (reserved.allowed is not None and value == reserved.allowed
+                             and type(value) is type(reserved.allowed)):
+            return
+        only = "" if reserved.allowed is None else f" other than {reserved.allowed!r}"
+        self._err(reserved.field, f"may not be set{only} on a {names.NAMESPACED_POLICY_KIND}: "
+                  f"{reserved.why}")
+
+    def _name(self, name: str, longest: int) -> None:
         if not name:
             self._err("metadata.name", "is required")
-        elif len(name) > names.MAX_POLICY_NAME:
-            self._err("metadata.name", f"must be at most {names.MAX_POLICY_NAME} characters "
-                      f"(it names the CronJob {names.descheduler_name(name)!r}, max 52)")
+        elif len(name) > longest:
+            why = (f" (it names the CronJob {names.descheduler_name(name)!r}, max 52)"
+                   if longest == names.MAX_POLICY_ID else "")
+            self._err("metadata.name", f"must be at most {longest} characters{why}")
         elif not all(c.isascii() and (c.islower() or c.isdigit() or c == "-") for c in name) or (
                 name[0] == "-" or name[-1] == "-"):
             self._err("metadata.name", "must be lower-case letters, digits and '-', "

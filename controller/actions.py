@@ -48,6 +48,15 @@ class Apply:
 
 
 @dataclass(frozen=True)
+class Create:
+    """Create an object only if absent: a 409 (someone made it meanwhile) is no error, and
+    what exists is never overwritten."""
+
+    path: str  # the collection
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class Delete:
     path: str
 
@@ -76,7 +85,7 @@ class WriteStatus:
     status: Mapping[str, Any]
 
 
-Action = Patch | Apply | Delete | Evict | RecordEvent | WriteStatus
+Action = Patch | Apply | Create | Delete | Evict | RecordEvent | WriteStatus
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,8 @@ class Plan:
     suppressions: int = 0  # of them, suppressed by this pass
     skipped_evictions: int = 0  # Pods the hook would replace but may not
     drains: tuple[DrainPlan, ...] = ()  # the planner's plan, per active policy
+    # One line per workload whose winning policy changes: winner, strongest loser, the rule.
+    selections: tuple[str, ...] = ()
 
     def of(self, kind: type[Any]) -> list[Any]:
         """The actions of one type, in order (for tests and logs)."""

@@ -6,6 +6,7 @@ every non-2xx answer becomes an ``ApiError`` carrying the status, mapped here an
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Final, Protocol
 
@@ -21,6 +22,19 @@ _PATCH_TYPES: Final = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+# A 429 (API Priority and Fairness, or storage still initializing) means the request was not
+# carried out: it is safe to send again, after the Retry-After the server asked for.
+THROTTLE_ATTEMPTS: Final = 4
+MAX_RETRY_AFTER: Final = 5.0  # seconds; a longer ask is cut to this
+
+
+def retry_after(headers: Any) -> float:
+    """The server's Retry-After in seconds (1 when absent or unreadable), capped."""
+    try:
+        value = float((headers or {}).get("Retry-After", 1))
+    except (TypeError, ValueError):
+        value = 1.0
+    return min(max(value, 0.0), MAX_RETRY_AFTER)
 
 
 class ApiError(Exception):
@@ -76,6 +90,7 @@ class Api:
     def __init__(self, client: ApiClient) -> None:
         self.client = client
         self.requests = 0  # every request sent, watches included (for the metrics)
+        self.throttled = 0  # answers of 429, each waited out and sent again
 
     @classmethod
     async def connect(cls, kubeconfig: str | None) -> Api:
@@ -92,18 +107,24 @@ class Api:
     async def request(self, method: str, path: str, body: Any = None,
                       content_type: str = "application/json",
                       query: dict[str, str] | None = None) -> Obj:
-        self.requests += 1
-        try:
-            result = await self.client.call_api(
-                path, method, header_params={"Content-Type": content_type,
-                                             "Accept": "application/json"},
-                body=body, query_params=list((query or {}).items()),
-                auth_settings=["BearerToken"], response_types_map={
-                    200: "object", 201: "object", 202: "object"},
-                _return_http_data_only=True, _request_timeout=30)
-        except ApiException as e:
-            raise ApiError.from_exception(e) from e
-        return result if isinstance(result, dict) else {}
+        for attempt in range(1, THROTTLE_ATTEMPTS + 1):
+            self.requests += 1
+            try:
+                result = await self.client.call_api(
+                    path, method, header_params={"Content-Type": content_type,
+                                                 "Accept": "application/json"},
+                    body=body, query_params=list((query or {}).items()),
+                    auth_settings=["BearerToken"], response_types_map={
+                        200: "object", 201: "object", 202: "object"},
+                    _return_http_data_only=True, _request_timeout=30)
+            except ApiException as e:
+                if e.status != 429 or attempt == THROTTLE_ATTEMPTS:
+                    raise ApiError.from_exception(e) from e
+                self.throttled += 1
+                await asyncio.sleep(retry_after(e.headers))
+                continue
+            return result if isinstance(result, dict) else {}
+        raise AssertionError("unreachable")
 
     async def get(self, path: str) -> Obj:
         return await self.request("GET", path)

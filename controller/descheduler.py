@@ -29,6 +29,8 @@ from controller.labels import managed_labels, policy_owner
 from controller.runtime import PodRuntime
 
 SERVICE_ACCOUNT: Final = "compactor-descheduler"
+# Every namespace carries its own name under this label (the API server sets it).
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 POLICY_KEY: Final = "policy.yaml"
 _MOUNT: Final = "/policy-dir"
 
@@ -36,12 +38,12 @@ _MOUNT: Final = "/policy-dir"
 def eviction_selector(policy: Policy) -> LabelSelector:
     evictable = evictable_kinds(policy.descheduler.default_evictor.evict_daemon_set_pods)
     base = LabelSelector((
-        Requirement(names.POLICY_LABEL, Operator.IN, (policy.name,)),
+        Requirement(names.POLICY_LABEL, Operator.IN, (policy.id,)),
         Requirement(names.WORKLOAD_KIND_LABEL, Operator.IN,
                     tuple(sorted(k.value for k in evictable))),
         Requirement(names.SUPPRESSED_LABEL, Operator.DOES_NOT_EXIST),
         Requirement(names.PROTECTED_LABEL, Operator.DOES_NOT_EXIST),
-        Requirement(names.DRAINING_LABEL, Operator.IN, (policy.name,)),
+        Requirement(names.DRAINING_LABEL, Operator.IN, (policy.id,)),
     ))
     return base.and_(policy.descheduler.default_evictor.label_selector)
 
@@ -88,6 +90,11 @@ def render_descheduler_policy(policy: Policy,
         "nodeFit": d.default_evictor.node_fit,
         "labelSelector": _selector_object(eviction_selector(policy)),
     }
+    if policy.namespace:
+        # A CompactionPolicy's descheduler evicts in its own namespace only, whatever labels
+        # Pods elsewhere carry.
+        evictor["namespaceLabelSelector"] = _selector_object(LabelSelector((Requirement(
+            NAMESPACE_NAME_LABEL, Operator.IN, (policy.namespace,)),)))
     if node_selector:
         # nodeFit lists candidate nodes itself, with this selector only: without it a Pod of
         # the pool "fits" on any node of the cluster.
@@ -106,13 +113,13 @@ def render_descheduler_policy(policy: Policy,
         "maxNoOfPodsToEvictPerNamespace": d.max_pods_to_evict_per_namespace,
         "maxNoOfPodsToEvictTotal": d.max_pods_to_evict_total,
         "profiles": [{
-            "name": f"compactor-{policy.name}",
+            "name": f"compactor-{policy.id}",
             "pluginConfig": [
                 {"name": "DefaultEvictor", "args": evictor},
                 {"name": "RemovePodsViolatingNodeTaints", "args": {
                     "includePreferNoSchedule": True,
-                    "includedTaints": [f"{names.DRAIN_TAINT}={policy.name}"],
-                    "namespaces": {"exclude": sorted(names.PROTECTED_NAMESPACES)},
+                    "includedTaints": [f"{names.DRAIN_TAINT}={policy.id}"],
+                    "namespaces": _namespaces(policy),
                 }},
                 {"name": "HighNodeUtilization", "args": {
                     "thresholds": {"cpu": t.cpu, "memory": t.memory, "pods": t.pods},
@@ -131,21 +138,36 @@ def render_descheduler_policy(policy: Policy,
     return doc
 
 
+def _namespaces(policy: Policy) -> dict[str, list[str]]:
+    if policy.namespace:
+        return {"include": [policy.namespace]}
+    return {"exclude": sorted(names.PROTECTED_NAMESPACES)}
+
+
+def _metadata(policy: Policy, namespace: str) -> dict[str, Any]:
+    """Named and labelled by the policy's id. A cluster policy owns its objects (they go
+    with it); a namespaced one cannot own objects in another namespace, so the controller
+    deletes them when the policy goes."""
+    meta: dict[str, Any] = {"name": names.descheduler_name(policy.id), "namespace": namespace,
+                            "labels": managed_labels("descheduler", policy.id)}
+    if not policy.namespace:
+        meta["ownerReferences"] = [policy_owner(policy.name, policy.uid)]
+    return meta
+
+
 def descheduler_configmap(policy: Policy, policy_doc: Mapping[str, Any],
                           namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": names.descheduler_name(policy.name), "namespace": namespace,
-                     "labels": managed_labels("descheduler", policy.name),
-                     "ownerReferences": [policy_owner(policy.name, policy.uid)]},
+        "metadata": _metadata(policy, namespace),
         "data": {POLICY_KEY: yaml.safe_dump(dict(policy_doc), sort_keys=False)},
     }
 
 
 def descheduler_cronjob(policy: Policy, runtime: PodRuntime, suspend: bool,
                         namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
-    name = names.descheduler_name(policy.name)
-    labels = managed_labels("descheduler", policy.name)
+    name = names.descheduler_name(policy.id)
+    labels = managed_labels("descheduler", policy.id)
     pod_spec = runtime.pod_spec({
         "name": "descheduler", "image": runtime.image,
         # One run per Job: no --descheduling-interval, so the process exits when done.
@@ -153,8 +175,7 @@ def descheduler_cronjob(policy: Policy, runtime: PodRuntime, suspend: bool,
     }, SERVICE_ACCOUNT, name, _MOUNT, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "ownerReferences": [policy_owner(policy.name, policy.uid)]},
+        "metadata": _metadata(policy, namespace),
         "spec": {
             "schedule": policy.descheduler.interval,
             "concurrencyPolicy": "Forbid",

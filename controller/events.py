@@ -33,11 +33,23 @@ CLUSTER_EVENTS_NAMESPACE: Final = "default"
 def cluster_event(kind: str, name: str, uid: str, reason: str, message: str,
                   kind_of_event: Literal["Normal", "Warning"] = "Normal",
                   key: str = "") -> RecordEvent:
-    return RecordEvent(CLUSTER_EVENTS_NAMESPACE, {
+    return namespaced_event(kind, "", name, uid, reason, message, kind_of_event, key)
+
+
+def namespaced_event(kind: str, namespace: str, name: str, uid: str, reason: str,
+                     message: str, kind_of_event: Literal["Normal", "Warning"] = "Normal",
+                     key: str = "") -> RecordEvent:
+    """An Event about any object: in its namespace, or for a cluster-scoped object (empty
+    ``namespace``) in ``CLUSTER_EVENTS_NAMESPACE``."""
+    involved = {"kind": kind, "name": name, "uid": uid,
+                "apiVersion": kinds.kind(kind).api_version}
+    if namespace:
+        involved["namespace"] = namespace
+    where = namespace or CLUSTER_EVENTS_NAMESPACE
+    return RecordEvent(where, {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": f"{name}.", "namespace": CLUSTER_EVENTS_NAMESPACE},
-        "involvedObject": {"kind": kind, "name": name, "uid": uid,
-                           "apiVersion": kinds.kind(kind).api_version},
+        "metadata": {"generateName": f"{name}.", "namespace": where},
+        "involvedObject": involved,
         "reason": reason, "message": message[:1000], "type": kind_of_event,
         "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
     }, key)

@@ -18,6 +18,7 @@ from compaction.problem import Problem
 from controller.actions import (
     Action,
     Apply,
+    Create,
     Delete,
     Evict,
     Patch,
@@ -51,6 +52,8 @@ class Executor:
     async def execute(self, plan: Plan, memory: Memory, now: datetime.datetime
                       ) -> tuple[Summary, Memory]:
         summary = Summary(managed=dict(plan.managed), invalid=dict(plan.invalid))
+        for line in plan.selections:
+            log.info("selection summary: %s", line)
         memory = await self._run(plan.actions, summary, memory, now)
         self.metrics.suppressed.set(plan.suppressed)
         self.metrics.suppressions.inc(plan.suppressions)
@@ -81,6 +84,11 @@ class Executor:
             if isinstance(action, Delete):
                 await self.api.delete(action.path)
                 return memory
+            if isinstance(action, Create):
+                await self.api.create(action.path, dict(action.body))
+                log.info("created %s %s", action.body.get("kind"),
+                         (action.body.get("metadata") or {}).get("name"))
+                return memory
             if isinstance(action, Evict):
                 return await self._evict(action, summary, memory, now)
             if isinstance(action, RecordEvent):
@@ -93,6 +101,8 @@ class Executor:
                 return memory
             if isinstance(action, WriteStatus) and e.status == 404:
                 return memory  # the policy was deleted meanwhile
+            if isinstance(action, Create) and e.status == 409:
+                return memory  # it exists: never overwritten
             summary.errors.append(f"{_describe(action)}: {e}")
             return memory
 
@@ -131,5 +141,6 @@ def _describe(action: Action) -> str:
         return f"evict {action.namespace}/{action.name}"
     if isinstance(action, RecordEvent):
         return f"event in {action.namespace}"
-    verb = {Patch: "patch", Apply: "apply", Delete: "delete", WriteStatus: "status"}
+    verb = {Patch: "patch", Apply: "apply", Create: "create", Delete: "delete",
+            WriteStatus: "status"}
     return f"{verb[type(action)]} {action.path}"

@@ -19,7 +19,7 @@ from controller.api import Api, ApiError
 from controller.informer import Informers, sleep_or_stop
 from controller.lease import LeaderElector
 from controller.metrics import ControllerMetrics
-from controller.reader import CACHED, POLICIES
+from controller.reader import CACHED, EVALUATIONS, POLICIES
 from controller.reconciler import Reconciler
 from controller.settings import ControllerSettings, SettingsError, load
 from controller.workloads import list_path
@@ -28,7 +28,7 @@ log = logging.getLogger("compactor.controller")
 
 # Changes under these wake the reconciler; the caches of its bulk reads (Pods, ReplicaSets,
 # Jobs) only keep their objects (a workload's status change wakes it through its own kind).
-WATCHED = [POLICIES, kinds.kind("Namespace").path(), kinds.kind("Node").path(),
+WATCHED = [*POLICIES, EVALUATIONS, kinds.kind("Namespace").path(), kinds.kind("Node").path(),
            *(list_path(k) for k in WorkloadType)]
 
 
@@ -101,6 +101,7 @@ async def _main(settings: ControllerSettings) -> None:
         start_http_server(settings.metrics_port, registry=metrics.registry)
     api = await Api.connect(settings.kubeconfig)
     metrics.api_requests.set_function(lambda: float(api.requests))
+    metrics.api_throttled.set_function(lambda: float(api.throttled))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -110,7 +111,8 @@ async def _main(settings: ControllerSettings) -> None:
         metrics.informed_objects.set_function(lambda: float(informers.objects()))
         reconciler = Reconciler(api, settings.runtime, settings.namespace, metrics=metrics,
                                 informers=informers, intent_grace=settings.intent_grace,
-                                drain_timeout=settings.drain_timeout)
+                                drain_timeout=settings.drain_timeout,
+                                default_evaluation=settings.default_evaluation)
         await Manager(api, settings, reconciler, informers).run(stop)
     finally:
         await api.close()

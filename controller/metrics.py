@@ -30,6 +30,10 @@ class ControllerMetrics:
         self.api_requests = Gauge(
             "compactor_controller_api_requests", "Requests the controller has sent to the API "
             "server since it started.", registry=r)
+        self.api_throttled = Gauge(
+            "compactor_controller_api_throttled", "Requests the API server answered with 429 "
+            "Too Many Requests since the controller started; each was sent again after its "
+            "Retry-After.", registry=r)
         self.informed_objects = Gauge(
             "compactor_controller_informed_objects", "Pods, ReplicaSets and Jobs held by the "
             "controller's watch caches.", registry=r)

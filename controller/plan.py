@@ -19,26 +19,45 @@ from typing import Any, Literal
 import orjson
 
 from compaction import kinds, names
+from compaction.evaluation import DEFAULT, KNOWN_TYPES, Evaluation, default_manifest
 from compaction.intent import Intent
 from compaction.policy import Policy, SchedulerMode
+from compaction.precedence import select
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
 from controller import descheduler, planner, runtime_hook, scheduler
-from controller.actions import Action, Apply, Delete, Patch, Plan, Target, WriteStatus
-from controller.events import cluster_event, workload_event
+from controller.actions import (
+    Action,
+    Apply,
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    Target,
+    WriteStatus,
+)
+from controller.events import cluster_event, namespaced_event, workload_event
 from controller.memory import Memory
 from controller.planner import DrainPlan, Member
 from controller.pods import OwnerIndex, pod_patch, stale_copies
 from controller.runtime import RuntimeSettings, scheduler_image
 from controller.scheduling import Taint
-from controller.snapshot import NodeInfo, OwnObject, PodInfo, PolicyObject, Snapshot
+from controller.snapshot import (
+    EvaluationObject,
+    NodeInfo,
+    OwnObject,
+    PodInfo,
+    PolicyObject,
+    Snapshot,
+)
 from controller.status import (
+    Condition,
     invalid_conditions,
     policy_conditions,
     render_conditions,
     status_body,
 )
-from controller.workloads import WorkloadObject, desired_policy, intent_of, workload_patch
+from controller.workloads import WorkloadObject, intent_of, workload_patch
 
 WorkloadKey = tuple[str, str, str]
 
@@ -49,6 +68,8 @@ class PlanSettings:
     namespace: str = names.INSTALL_NAMESPACE
     intent_grace: datetime.timedelta = runtime_hook.INTENT_GRACE
     drain_timeout: datetime.timedelta = planner.DRAIN_TIMEOUT
+    # Create the default PolicyEvaluation when the cluster has none.
+    default_evaluation: bool = True
 
 
 @dataclass
@@ -60,16 +81,19 @@ class _Pass:
     suppressed: int = 0
     suppressions: int = 0
     skipped: int = 0
+    selections: list[str] = field(default_factory=list)
 
 
 def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
          memory: Memory | None = None) -> Plan:
     memory = memory or Memory()
     valid = [p.policy for p in snapshot.policies if p.policy is not None]
-    invalid = {p.name: list(p.problems) for p in snapshot.policies if p.policy is None}
+    invalid = {p.key: list(p.problems) for p in snapshot.policies if p.policy is None}
     active = [p for p in valid if p.enabled]
+    evaluation = snapshot.evaluation.evaluation if snapshot.evaluation else DEFAULT
     out = _Pass()
-    decided = _workloads(snapshot.workloads, active, out)
+    _evaluation(snapshot.evaluation, settings, now, out)
+    decided = _workloads(snapshot.workloads, active, evaluation, out)
     index = OwnerIndex.build(snapshot.owners)
     _stale_copies(index, decided, out)
     members = _membership(snapshot.pods, index, decided)
@@ -84,34 +108,36 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     _status(snapshot.policies, out.managed, available, pools,
             {d.policy: d for d in drains}, now, out)
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
-                out.suppressions, out.skipped, tuple(drains))
+                out.suppressions, out.skipped, tuple(drains), tuple(out.selections))
 
 
 # --- workloads ----------------------------------------------------------------------
 
 
-def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy], out: _Pass
+def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
+               evaluation: Evaluation, out: _Pass
                ) -> dict[WorkloadKey, tuple[WorkloadObject, Policy | None]]:
     decided: dict[WorkloadKey, tuple[WorkloadObject, Policy | None]] = {}
     for w in workloads:
-        policy = desired_policy(active, w)
+        selection = select(active, w.view, evaluation)
+        policy = selection.winner
         decided[w.key] = (w, policy)
         if policy is not None:
-            out.managed[policy.name] += 1
+            out.managed[policy.id] += 1
         patch = workload_patch(w, intent_of(policy, w.view.kind))
         if patch is None:
             continue
-        before, after = w.labels.get(names.POLICY_LABEL), policy.name if policy else None
-        event = () if before == after else (_policy_changed(w, before, after),)
+        before, after = w.labels.get(names.POLICY_LABEL), policy.id if policy else None
+        event: tuple[Action, ...] = ()
+        if before != after:
+            message = (f"no compaction policy applies any more (was {before!r})"
+                       if policy is None else
+                       selection.summary() + (f" (was {before!r})" if before else ""))
+            event = (workload_event(w, "CompactionPolicyChanged", message),)
+            out.selections.append(f"{w.view.kind.value} {w.view.namespace}/{w.view.name}: "
+                                  f"{message}")
         out.actions.append(Patch(w.path, patch, Target.WORKLOAD, then=event))
     return decided
-
-
-def _policy_changed(w: WorkloadObject, before: str | None, after: str | None) -> Action:
-    message = (f"compaction policy {after!r} applies" if before is None else
-               f"no compaction policy applies any more (was {before!r})" if after is None
-               else f"compaction policy changed from {before!r} to {after!r}")
-    return workload_event(w, "CompactionPolicyChanged", message)
 
 
 def _wanted_annotations(w: WorkloadObject, policy: Policy | None) -> dict[str, str]:
@@ -151,7 +177,7 @@ class _Membership:
 
     @property
     def member(self) -> Member:
-        return Member(self.workload.view.kind, self.policy.name if self.policy else None,
+        return Member(self.workload.view.kind, self.policy.id if self.policy else None,
                       self.workload.suppressed)
 
 
@@ -180,7 +206,7 @@ def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership
         m = members.get(pod.key)
         if m is None:
             continue
-        which = (m.policy.name if m.policy else "", m.workload.view.kind)
+        which = (m.policy.id if m.policy else "", m.workload.view.kind)
         if which not in intents:
             intents[which] = intent_of(m.policy, m.workload.view.kind)
         patch = pod_patch(pod, intents[which], m.workload.suppressed, draining.get(pod.key))
@@ -202,7 +228,7 @@ def _drains(active: list[Policy], snapshot: Snapshot,
 
 
 def _acting(drain: DrainPlan, active: list[Policy]) -> bool:
-    return any(p.name == drain.policy and p.descheduler.enabled for p in active)
+    return any(p.id == drain.policy and p.descheduler.enabled for p in active)
 
 
 def _taint_patch(node: NodeInfo, wanted: Taint | None) -> list[dict[str, Any]]:
@@ -221,7 +247,7 @@ def _taints(snapshot: Snapshot, drains: Iterable[DrainPlan], active: list[Policy
             memory: Memory, now: datetime.datetime, out: _Pass) -> None:
     """Each node carries the drain taint of the policy that drains it, and no other: it goes
     when the drain is done, the plan no longer holds, or its policy stopped draining."""
-    policies = {p.name: p for p in active}
+    policies = {p.id: p for p in active}
     wanted: dict[str, str] = {}
     events: dict[str, list[Action]] = defaultdict(list)
     for d in drains:
@@ -270,11 +296,14 @@ def _node_and_policy(policy: Policy, node: str, snapshot: Snapshot, reason: str,
                      kind: Literal["Normal", "Warning"] = "Normal", key: str = ""
                      ) -> list[Action]:
     node_uid = next((n.uid for n in snapshot.nodes if n.name == node), "")
-    policy_uid = next((p.uid for p in snapshot.policies if p.name == policy.name), "")
+    about_policy = f"node {node}: {message}"
+    policy_key = f"{key}/policy" if key else ""
     return [cluster_event("Node", node, node_uid, reason,
-                          f"policy {policy.name}: {message}", kind, key),
-            cluster_event(names.POLICY_KIND, policy.name, policy_uid, reason,
-                          f"node {node}: {message}", kind, f"{key}/policy" if key else "")]
+                          f"policy {policy.key}: {message}", kind, key),
+            namespaced_event(policy.kind, policy.namespace, policy.name, policy.uid, reason,
+                             about_policy, kind, policy_key) if policy.namespace else
+            cluster_event(policy.kind, policy.name, policy.uid, reason, about_policy, kind,
+                          policy_key)]
 
 
 def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
@@ -295,10 +324,10 @@ def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | N
             if forget is not None:
                 out.actions.append(forget)
             continue
-        if policy.name not in pools:
-            pools[policy.name] = descheduler.node_pool(policy, observed)
+        if policy.id not in pools:
+            pools[policy.id] = descheduler.node_pool(policy, observed)
         decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
-                                       pools[policy.name], memory, now, settings.intent_grace)
+                                       pools[policy.id], memory, now, settings.intent_grace)
         out.actions += decision.actions
         out.suppressed += decision.suppressed
         out.suppressions += decision.newly_suppressed
@@ -363,21 +392,22 @@ def _deschedulers(active: list[Policy], managed: Mapping[str, int], snapshot: Sn
     pool has no node, since a run could do nothing."""
     ns, own = settings.namespace, _own(snapshot)
     observed = label_values(snapshot.nodes)
-    wanted = {p.name: p for p in active if p.descheduler.enabled}
+    wanted = {p.id: p for p in active if p.descheduler.enabled}
     pools: dict[str, int] = {}
     for policy in wanted.values():
-        name = names.descheduler_name(policy.name)
+        name = names.descheduler_name(policy.id)
         pool = descheduler.node_pool(policy, observed)
-        pools[policy.name] = sum(1 for n in snapshot.nodes if pool.matches(n.labels))
+        pools[policy.id] = sum(1 for n in snapshot.nodes if pool.matches(n.labels))
         doc = descheduler.render_descheduler_policy(policy, observed)
-        idle = managed.get(policy.name, 0) == 0 or pools[policy.name] == 0
+        idle = managed.get(policy.id, 0) == 0 or pools[policy.id] == 0
         for kind, body in (
                 ("ConfigMap", descheduler.descheduler_configmap(policy, doc, ns)),
                 ("CronJob", descheduler.descheduler_cronjob(
                     policy, settings.runtime.descheduler, suspend=idle, namespace=ns))):
             _apply(kinds.kind(kind).path(ns, name), body, own.get((kind, name)), memory, out)
-    # What no active policy wants any more (a deleted policy's objects are also
-    # garbage-collected through their ownerReferences).
+    # What no active policy wants any more: a disabled or deleted policy's (a deleted
+    # cluster policy's objects also go through their ownerReferences; a namespaced policy's
+    # cannot have any, so this is what removes them).
     for obj in snapshot.own:
         if (obj.labels.get("app.kubernetes.io/component") == "descheduler"
                 and obj.policy not in wanted):
@@ -408,16 +438,47 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], availa
             body = status_body(False, None, None, 0, obj.generation,
                                render_conditions(conditions, previous, obj.generation, stamp))
         else:
-            count = managed.get(obj.name, 0)
-            conditions = policy_conditions(policy, available, pools.get(obj.name), count)
+            count = managed.get(obj.id, 0)
+            conditions = policy_conditions(policy, available, pools.get(obj.id), count)
             body = status_body(policy.enabled, policy.scheduler.scheduler_name,
                                policy.scheduler.mode.value, count, obj.generation,
                                render_conditions(conditions, previous, obj.generation, stamp))
-            if obj.name in drains:
-                body["plan"] = _plan_status(drains[obj.name])
+            if obj.id in drains:
+                body["plan"] = _plan_status(drains[obj.id])
         if not _same_status(obj.status, body):
-            out.actions.append(WriteStatus(kinds.kind(names.POLICY_KIND).path(
-                name=obj.name, subresource="status"), body))
+            out.actions.append(WriteStatus(obj.status_path, body))
+
+
+def _evaluation(present: EvaluationObject | None, settings: PlanSettings,
+                now: datetime.datetime, out: _Pass) -> None:
+    """The default PolicyEvaluation while none exists (created, never overwritten), and the
+    status of the one that does: its types, known and unknown, and whether it is valid."""
+    if present is None:
+        if settings.default_evaluation:
+            out.actions.append(Create(kinds.kind(names.EVALUATION_KIND).path(),
+                                      default_manifest()))
+        return
+    e = present.evaluation
+    valid = (Condition("Valid", False, "InvalidSpec",
+                       "; ".join(map(str, present.problems))[:2000] + "; the rest is used")
+             if present.problems else
+             Condition("Valid", True, "Valid",
+                       "precedence is valid" + (f"; not implemented by Compactor, so ranking "
+                                                f"nothing: {', '.join(e.unknown)}"
+                                                if e.unknown else "")))
+    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {"observedGeneration": e.generation,
+            # Every type Compactor ranks, with the priority in force (the default when the
+            # object leaves it out).
+            "knownTypes": [{"type": t, "priority": e.priority(t),
+                            "source": "spec" if t in e.known else "default"}
+                           for t in KNOWN_TYPES],
+            "unknownTypes": list(e.unknown),
+            "conditions": render_conditions([valid], present.status.get("conditions") or [],
+                                            e.generation, stamp)}
+    if not _same_status(present.status, body):
+        out.actions.append(WriteStatus(kinds.kind(names.EVALUATION_KIND).path(
+            name=names.EVALUATION_NAME, subresource="status"), body))
 
 
 def _same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

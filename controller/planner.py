@@ -282,7 +282,7 @@ def _blocker(pod: PodInfo, member: Member | None, policy: Policy,
         return Reason("protected_namespace", f"{who} is in {pod.namespace}")
     if pod.owner is None:
         return Reason("bare_pod", f"{who} has no controller (a bare Pod is never recreated)")
-    if member is None or member.policy != policy.name:
+    if member is None or member.policy != policy.id:
         return Reason("out_of_scope", f"{who} is not in the policy's scope")
     if member.kind not in evictable_kinds(ev.evict_daemon_set_pods):
         return Reason("kind_not_evicted",
@@ -377,7 +377,7 @@ def plan_policy(policy: Policy, cluster: _Cluster, pool: LabelSelector,
                           if any(not (p.daemon or p.mirror) for p in n.pods)))
     candidates = {c.node: c for c in _candidates(in_pool, policy, members, pdbs)}
     mine = sorted(n.info.name for n in cluster.nodes.values()
-                  if (t := drain_owner(n.info)) is not None and t.value == policy.name)
+                  if (t := drain_owner(n.info)) is not None and t.value == policy.id)
     unremovable: dict[str, list[Reason]] = {}
     stakes: set[str] = set()  # unremovable nodes where this policy has Pods to move
     drained: list[str] = []
@@ -432,7 +432,7 @@ def plan_policy(policy: Policy, cluster: _Cluster, pool: LabelSelector,
     drainable = [n for n in freeable if candidates[n].movable]
     draining = tuple(drainable[:max(policy.descheduler.max_draining_nodes, kept)])
     return DrainPlan(
-        policy.name, in_use, tuple(freeable), draining, tuple(drained), tuple(abandoned),
+        policy.id, in_use, tuple(freeable), draining, tuple(drained), tuple(abandoned),
         tuple(Unremovable(n, tuple(r), n in stakes) for n, r in sorted(unremovable.items())),
         {n: tuple(p.key for p in candidates[n].movable) for n in draining},
         _moves_of(cluster.moves, [candidates[n] for n in freeable]))

@@ -20,10 +20,13 @@ from controller.api import ApiError, Obj, ReadApi
 from controller.informer import Informers
 from controller.objects import meta
 from controller.snapshot import (
+    EvaluationObject,
     OwnerInfo,
     PodInfo,
+    PolicyObject,
     Snapshot,
     owner_parser,
+    parse_evaluation_object,
     parse_node,
     parse_own,
     parse_pdb,
@@ -35,7 +38,8 @@ from controller.workloads import WorkloadObject, list_path, workload_object
 log = logging.getLogger("compactor.controller")
 T = TypeVar("T")
 
-POLICIES: Final = kinds.kind(names.POLICY_KIND).path()
+POLICIES: Final = tuple(kinds.kind(k).path() for k in names.POLICY_KINDS)
+EVALUATIONS: Final = kinds.kind(names.EVALUATION_KIND).path()
 PODS, REPLICA_SETS, JOBS = (kinds.kind(k).path() for k in ("Pod", "ReplicaSet", "Job"))
 # The paths kept in watch caches, and the record each object is kept as.
 CACHED: Final[Mapping[str, Callable[[Obj], Any]]] = {
@@ -49,10 +53,17 @@ class Reader:
                  informers: Informers | None = None) -> None:
         self.api, self.namespace, self.informers = api, namespace, informers
         self._missing_kinds: set[WorkloadType] = set()
+        self._missing_paths: set[str] = set()
         self._version: tuple[str, float] = ("", 0.0)
 
     async def read(self) -> Snapshot:
-        policies = tuple(parse_policy_object(o) for o in (await self.api.list(POLICIES))[0])
+        policies: list[PolicyObject] = []
+        for path in POLICIES:
+            policies += [parse_policy_object(o) for o in await self._served(path)]
+        evaluation: EvaluationObject | None = None
+        for obj in await self._served(EVALUATIONS):
+            if meta(obj).get("name") == names.EVALUATION_NAME:
+                evaluation = parse_evaluation_object(obj)
         namespaces = {str(meta(n).get("name")): dict(meta(n).get("labels") or {})
                       for n in (await self.api.list(kinds.kind("Namespace").path()))[0]}
         workloads = await self._workloads(namespaces)
@@ -72,9 +83,24 @@ class Reader:
         pdbs = tuple(parse_pdb(o) for o in (await self.api.list(
             kinds.kind("PodDisruptionBudget").path()))[0])
         return Snapshot(
-            policies=policies, namespaces=namespaces, nodes=nodes, pdbs=pdbs,
+            policies=tuple(policies), evaluation=evaluation, namespaces=namespaces,
+            nodes=nodes, pdbs=pdbs,
             workloads=tuple(workloads), owners=tuple(owners), pods=tuple(pods), own=tuple(own),
             cluster_version=await self._cluster_version() if needs_version else "")
+
+    async def _served(self, path: str) -> list[Obj]:
+        """A list of a kind whose CRD an older install may lack: not served means none."""
+        try:
+            items, _ = await self.api.list(path)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            if path not in self._missing_paths:
+                log.info("%s is not served (its CRD is not installed); reading none", path)
+                self._missing_paths.add(path)
+            return []
+        self._missing_paths.discard(path)
+        return items
 
     async def _cached(self, path: str) -> list[Any]:
         informer = self.informers.synced(path) if self.informers else None

@@ -38,11 +38,13 @@ class Reconciler:
                  informers: Informers | None = None,
                  intent_grace: datetime.timedelta = INTENT_GRACE,
                  drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
+                 default_evaluation: bool = True,
                  clock: Callable[[], datetime.datetime] = _utc_now) -> None:
         self.metrics = metrics or ControllerMetrics()
         self.reader = Reader(api, namespace, informers)
         self.executor = Executor(api, self.metrics)
-        self.settings = PlanSettings(runtime, namespace, intent_grace, drain_timeout)
+        self.settings = PlanSettings(runtime, namespace, intent_grace, drain_timeout,
+                                     default_evaluation)
         self.memory = Memory()
         self.clock = clock
 

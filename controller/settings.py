@@ -56,6 +56,7 @@ class ControllerSettings:
     identity: str = ""
     intent_grace: datetime.timedelta = INTENT_GRACE
     drain_timeout: datetime.timedelta = DRAIN_TIMEOUT
+    default_evaluation: bool = True  # create the default PolicyEvaluation when absent
     metrics_port: int = 8080
     log_level: str = "INFO"
     certs: CertSettings | None = None
@@ -205,6 +206,7 @@ def load(env: Mapping[str, str] = os.environ) -> ControllerSettings:
             "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS", INTENT_GRACE.total_seconds(),
             positive=False)),
         drain_timeout=e.duration("COMPACTOR_CONTROLLER_DRAIN_TIMEOUT", DRAIN_TIMEOUT),
+        default_evaluation=e.flag("COMPACTOR_POLICY_EVALUATION_DEFAULT", True),
         metrics_port=e.port("COMPACTOR_CONTROLLER_METRICS_PORT", 8080),
         log_level=e.choice("COMPACTOR_LOG_LEVEL", "INFO",
                            frozenset({"DEBUG", "INFO", "WARNING", "ERROR"})).upper(),

@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction import quantity
-from compaction.policy import Policy
+from compaction import kinds, names, quantity
+from compaction.evaluation import Evaluation, parse_evaluation
+from compaction.policy import Policy, policy_id
 from compaction.problem import InvalidPolicy, Problem
 from compaction.selector import LabelSelector, parse_selector
 from compaction.validation import parse_policy
@@ -204,7 +205,8 @@ def parse_pdb(obj: Mapping[str, Any]) -> PdbInfo:
 
 @dataclass(frozen=True)
 class PolicyObject:
-    """A policy as stored (name, generation, the status it shows) and as parsed."""
+    """A policy as stored (kind, namespace, name, generation, the status it shows) and as
+    parsed."""
 
     name: str
     generation: int
@@ -212,18 +214,53 @@ class PolicyObject:
     policy: Policy | None  # None when it is invalid
     problems: tuple[Problem, ...] = ()
     uid: str = ""
+    namespace: str = ""  # a CompactionPolicy's; empty for a ClusterCompactionPolicy
+
+    @property
+    def kind(self) -> str:
+        return names.NAMESPACED_POLICY_KIND if self.namespace else names.POLICY_KIND
+
+    @property
+    def id(self) -> str:
+        return policy_id(self.namespace, self.name)
+
+    @property
+    def key(self) -> str:
+        return Policy(self.name, self.namespace).key
+
+    @property
+    def status_path(self) -> str:
+        return kinds.kind(self.kind).path(self.namespace or None, self.name, "status")
 
 
 def parse_policy_object(obj: Mapping[str, Any]) -> PolicyObject:
     m = meta(obj)
     name, generation = str(m.get("name", "")), int(m.get("generation") or 0)
     uid = str(m.get("uid") or "")
+    namespace = str(m.get("namespace") or "") if obj.get("kind") == \
+        names.NAMESPACED_POLICY_KIND else ""
     try:
         return PolicyObject(name, generation, section(obj, "status"), parse_policy(obj),
-                            uid=uid)
+                            uid=uid, namespace=namespace)
     except InvalidPolicy as e:
         return PolicyObject(name, generation, section(obj, "status"), None, tuple(e.problems),
-                            uid)
+                            uid, namespace)
+
+
+@dataclass(frozen=True)
+class EvaluationObject:
+    """The ``PolicyEvaluation`` singleton as stored and as parsed."""
+
+    evaluation: Evaluation
+    problems: tuple[Problem, ...]
+    status: Mapping[str, Any]
+    uid: str = ""
+
+
+def parse_evaluation_object(obj: Mapping[str, Any]) -> EvaluationObject:
+    evaluation, problems = parse_evaluation(obj)
+    return EvaluationObject(evaluation, tuple(problems), section(obj, "status"),
+                            str(meta(obj).get("uid") or ""))
 
 
 @dataclass(frozen=True)
@@ -250,7 +287,8 @@ def parse_own(kind: str, obj: Mapping[str, Any]) -> OwnObject:
 
 @dataclass(frozen=True)
 class Snapshot:
-    policies: tuple[PolicyObject, ...] = ()
+    policies: tuple[PolicyObject, ...] = ()  # cluster and namespaced
+    evaluation: EvaluationObject | None = None  # None: no PolicyEvaluation in the cluster
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     nodes: tuple[NodeInfo, ...] = ()
     pdbs: tuple[PdbInfo, ...] = ()

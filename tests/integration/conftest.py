@@ -102,10 +102,16 @@ POLICY_API = "apis/compactor.dev/v1alpha1"
 @pytest.fixture(scope="session")
 def compactor_crds(kube: Kube, cluster: Cluster) -> None:
     """Every CRD of deploy/crds installed and served, and the install namespace."""
+    plurals = set()
     for file in sorted(CRD_DIR.glob("*.yaml")):
         obj = yaml.safe_load(file.read_text())
         kube.apply(path("customresourcedefinitions", name=obj["metadata"]["name"]), obj)
-    wait_for("policy API", lambda: kube.get(f"/{POLICY_API}").get("resources"))
+        if obj["spec"]["group"] == "compactor.dev":
+            plurals.add(obj["spec"]["names"]["plural"])
+
+    def served() -> bool:
+        return plurals <= {r["name"] for r in kube.get(f"/{POLICY_API}").get("resources", [])}
+    wait_for("every compactor.dev kind served", served)
     kube.ensure_namespace("compactor-system")
 
 

@@ -3,11 +3,18 @@ RBAC helpers live in localcluster.stack, which the demo uses too."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from localcluster import ApiError, Kube
+import yaml
+
+from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster import MANUAL_STATUS, ROOT
 from localcluster.kube import path, wait_for
+from localcluster.process import free_port
 from localcluster.stack import (
     WEBHOOK_NAMESPACE_LABEL,
     RunningWebhook,
@@ -62,6 +69,41 @@ def gone(kube: Kube, url: str) -> bool:
     return False
 
 
+def pinned_replica_set(name: str, node: str, replicas: int, cpu: str,
+                       labels: dict[str, str]) -> dict[str, Any]:
+    """A ReplicaSet whose Pods sit on one node (nodeName), as if a scheduler had put them there."""
+    sel = {"app": name}
+    template = pod_template({**sel, **labels}, cpu)
+    template["spec"]["nodeName"] = node
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": sel},
+                     "template": template}}
+
+
+def descheduler_dry_run(cluster: Cluster, policy: dict[str, Any], workdir: Path,
+                        ready: Callable[[str], bool], attempts: int = 30) -> str:
+    """The real descheduler's ``--dry-run`` of one DeschedulerPolicy; its log.
+
+    Its informers sometimes start before they have listed the Pods (every node then shows 0%
+    and nothing is planned), so it runs again until ``ready`` finds in the log that its
+    snapshot held what the test set up. A run that fails is an error at once."""
+    file = workdir / "policy.yaml"
+    file.write_text(yaml.safe_dump(policy))
+    log = ""
+    for _ in range(attempts):
+        out = subprocess.run(
+            [str(cluster.bin / "descheduler"), f"--kubeconfig={cluster.kubeconfig}",
+             f"--policy-config-file={file}", "--dry-run", "--v=4",
+             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+             f"--cert-dir={workdir / 'certs'}"],
+            capture_output=True, text=True, timeout=120, check=False)
+        log = out.stdout + out.stderr
+        (workdir / "descheduler.log").write_text(log)
+        assert out.returncode == 0, log[-3000:]
+        if ready(log):
+            return log
+        time.sleep(0.5)
+    raise AssertionError(f"the descheduler's snapshot never held the test's Pods:\n{log[-3000:]}")
 
 
 def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:

@@ -236,7 +236,7 @@ async def test_a_policy_the_parser_rejects_gets_valid_false_with_the_reason(
     # Five fields, so the API server accepts it; minute 61 is for the parser to catch.
     name = _policy(policies, kube, namespace, {"descheduler": {"interval": "61 * * * *"}})
     summary = await reconciler.reconcile()
-    assert name in summary.invalid
+    assert f"ClusterCompactionPolicy/{name}" in summary.invalid
     conds = {c["type"]: c for c in kube.get(_ccp(name))["status"]["conditions"]}
     assert conds["Valid"]["status"] == "False"
     assert "spec.descheduler.interval" in conds["Valid"]["message"]

@@ -144,6 +144,10 @@ CAN = [
     ("controller", "patch", "pods", "shop"),
     ("controller", "create", "pods:eviction", "shop"),
     ("controller", "patch", "clustercompactionpolicies.compactor.dev:status", None),
+    ("controller", "watch", "compactionpolicies.compactor.dev", None),
+    ("controller", "patch", "compactionpolicies.compactor.dev:status", "shop"),
+    ("controller", "create", "policyevaluations.compactor.dev", None),
+    ("controller", "patch", "policyevaluations.compactor.dev:status", None),
     ("controller", "create", "cronjobs.batch", "compactor-system"),
     ("controller", "create", "configmaps", "compactor-system"),
     ("controller", "update", "secrets", "compactor-system"),
@@ -170,6 +174,10 @@ CANNOT = [
     ("scheduler", "update", "leases.coordination.k8s.io/compactor-controller",
      "compactor-system"),
     ("controller", "create", "clustercompactionpolicies.compactor.dev", None),
+    ("controller", "create", "compactionpolicies.compactor.dev", "shop"),
+    # The singleton is created when absent and never overwritten: an admin's edit stays.
+    ("controller", "update", "policyevaluations.compactor.dev", None),
+    ("controller", "patch", "policyevaluations.compactor.dev", None),
     ("descheduler", "delete", "pods", "shop"), ("descheduler", "patch", "pods", "shop"),
     ("descheduler", "get", "secrets", None),
     ("descheduler", "patch", "mutatingwebhookconfigurations/compactor-webhook", None),
@@ -362,3 +370,66 @@ def test_installed_accounts_are_enough_for_the_real_processes(
             if proc is not None:
                 proc.stop()
                 cluster.processes.remove(proc)
+
+
+def _as(kube: Kube, user: str, method: str, url: str, body: Any = None) -> int:
+    """The status ``user`` gets for one request (impersonated, as kubectl --as does); writes
+    are dry runs."""
+    try:
+        kube.request(method, url, body, "application/merge-patch+json" if method == "PATCH"
+                     else "application/json", headers={"Impersonate-User": user},
+                     params=None if method == "GET" else {"dryRun": "All"})
+    except ApiError as e:
+        return e.status
+    return 200
+
+
+def _bind(kube: Kube, namespace: str, user: str, role: str) -> None:
+    kube.create(path("rolebindings", namespace), {
+        "metadata": {"name": f"{user}-{role}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+
+
+def test_namespace_owners_manage_compaction_policies_in_their_namespace_only(
+        installed: None, kube: Kube) -> None:
+    """Through the aggregated ClusterRoles: admin and edit in a namespace may create its
+    CompactionPolicies, view may read them; nobody of them may touch another namespace's, a
+    ClusterCompactionPolicy or the PolicyEvaluation."""
+    own, other = (f"rbac-{uuid.uuid4().hex[:6]}" for _ in range(2))
+    for ns in (own, other):
+        kube.ensure_namespace(ns)
+    admin, editor, viewer = (f"{who}-{uuid.uuid4().hex[:4]}" for who in ("ann", "ed", "vi"))
+    _bind(kube, own, admin, "admin")
+    _bind(kube, own, editor, "edit")
+    _bind(kube, own, viewer, "view")
+    api = "apis/compactor.dev/v1alpha1"
+    policy = {"apiVersion": "compactor.dev/v1alpha1", "kind": "CompactionPolicy",
+              "metadata": {"name": "team"}, "spec": {"weight": 10}}
+    own_url = path("compactionpolicies", own, api=api)
+    try:
+        # The aggregation controller fills the default roles in the background.
+        wait_for("admin to aggregate CompactionPolicies",
+                 lambda: _as(kube, admin, "POST", own_url, policy) == 200)
+        wait_for("view to aggregate CompactionPolicies",
+                 lambda: _as(kube, viewer, "GET", own_url) == 200)
+        assert _as(kube, editor, "POST", own_url, policy) == 200
+        kube.create(own_url, policy)
+        team = path("compactionpolicies", own, "team", api=api)
+        assert _as(kube, admin, "PATCH", team, {"spec": {"weight": 20}}) == 200
+        assert _as(kube, editor, "DELETE", team) == 200
+        assert _as(kube, viewer, "POST", own_url, policy) == 403
+        assert _as(kube, viewer, "DELETE", team) == 403
+        assert _as(kube, viewer, "PATCH", team, {"spec": {"weight": 20}}) == 403
+        for user in (admin, editor, viewer):
+            assert _as(kube, user, "POST", path("compactionpolicies", other, api=api),
+                       policy) == 403
+            assert _as(kube, user, "POST", path("clustercompactionpolicies", api=api), {
+                **policy, "kind": "ClusterCompactionPolicy"}) == 403
+            assert _as(kube, user, "POST", path("policyevaluations", api=api), {
+                "apiVersion": "compactor.dev/v1alpha1", "kind": "PolicyEvaluation",
+                "metadata": {"name": "policy-evaluation"}, "spec": {"precedence": []}}) == 403
+    finally:
+        for ns in (own, other):
+            kube.delete(path("namespaces", name=ns))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -304,38 +303,17 @@ def test_monitoring_objects_carry_the_shipped_rules_and_dashboard(
                 if k[0] in ("PrometheusRule", "ServiceMonitor", "ConfigMap")]
 
 
-POLICY_EVALUATION_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "policyevaluations.compactor.dev"},
-    "spec": {"group": "compactor.dev", "scope": "Cluster",
-             "names": {"kind": "PolicyEvaluation", "plural": "policyevaluations",
-                       "singular": "policyevaluation", "listKind": "PolicyEvaluationList"},
-             "versions": [{"name": "v1alpha1", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {
-                               "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
-
-
-def test_policy_evaluation_is_rendered_once_its_crd_ships(bin_dir: Path, helm_env: dict[str, str],
-                                                         tmp_path: Path) -> None:
-    def evaluations(chart: Path, *sets: str) -> list[dict[str, Any]]:
-        return [d for d in render(bin_dir, helm_env, *sets, chart=chart)
-                if d["kind"] == "PolicyEvaluation"]
-
-    assert not (CHART / "crds" / "compactor.dev_policyevaluations.yaml").exists(), (
-        "the PolicyEvaluation CRD ships now: turn this test into one of the default object")
-    assert evaluations(CHART) == []
-    chart = tmp_path / "compactor"
-    shutil.copytree(CHART, chart)
-    (chart / "crds" / "compactor.dev_policyevaluations.yaml").write_text(
-        yaml.safe_dump(POLICY_EVALUATION_CRD))
-    (pe,) = evaluations(chart)
-    assert pe["metadata"]["name"] == "policy-evaluation" and "namespace" not in pe["metadata"]
-    assert pe["spec"]["precedence"] == [
-        {"type": "ClusterCompactionPolicy", "priority": 100},
-        {"type": "CompactionPolicy", "priority": 90},
-        {"type": "StaticPolicy", "priority": 90}, {"type": "ClusterStaticPolicy", "priority": 90}]
-    assert evaluations(chart, "policyEvaluation.enabled=false") == []
+def test_policy_evaluation_enabled_is_the_controllers_setting_not_an_object(
+        bin_dir: Path, helm_env: dict[str, str]) -> None:
+    """The controller creates the default PolicyEvaluation when absent and never overwrites
+    it; a chart-owned copy would be reset by every upgrade. So the value is the setting."""
+    for sets, expected in (((), None), (("policyEvaluation.enabled=false",), "false")):
+        objects = render(bin_dir, helm_env, *sets, crds=True)
+        assert not [d for d in objects if d["kind"] == "PolicyEvaluation"]
+        assert "policyevaluations.compactor.dev" in {
+            d["metadata"]["name"] for d in objects if d["kind"] == "CustomResourceDefinition"}
+        assert _env(by_key(objects), "compactor-controller").get(
+            "COMPACTOR_POLICY_EVALUATION_DEFAULT") == expected
 
 
 # --- on a cluster of its own -----------------------------------------------------------
@@ -566,6 +544,8 @@ def test_uninstall_leaves_only_the_crds_their_policies_and_the_namespace(
     others = {("CustomResourceDefinition", "", n) for n in operator_crds}
     assert left - NAMESPACE_DEFAULTS - others == {
         ("CustomResourceDefinition", "", "clustercompactionpolicies.compactor.dev"),
+        ("CustomResourceDefinition", "", "compactionpolicies.compactor.dev"),
+        ("CustomResourceDefinition", "", "policyevaluations.compactor.dev"),
         ("ClusterCompactionPolicy", "", policy),
         ("Namespace", "", NS),
     }

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,19 +19,13 @@ from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
 from localcluster.process import free_port
-from tests.integration.helpers import pod_template, running_pods
+from tests.integration.helpers import (
+    descheduler_dry_run,
+    pinned_replica_set,
+    pod_template,
+    running_pods,
+)
 from tests.reference import reference_policies
-
-
-def _pinned_rs(name: str, node: str, replicas: int, cpu: str,
-               labels: dict[str, str]) -> dict[str, Any]:
-    """A ReplicaSet whose Pods sit on one node (nodeName), as if a scheduler had put them there."""
-    sel = {"app": name}
-    template = pod_template({**sel, **labels}, cpu)
-    template["spec"]["nodeName"] = node
-    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": sel},
-                     "template": template}}
 
 
 @pytest.fixture
@@ -56,11 +49,11 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
     # As the controller labels the Pods of a node its plan drains.
     managed = {"compactor.dev/policy": "pack", "compactor.dev/workload-kind": "Deployment",
                "compactor.dev/draining": "pack"}
-    for rs in (_pinned_rs("heavy", dense, 3, "1", {}),
-               _pinned_rs("movable", sparse, 1, "200m", managed),
-               _pinned_rs("guarded", sparse, 1, "200m", {**managed,
+    for rs in (pinned_replica_set("heavy", dense, 3, "1", {}),
+               pinned_replica_set("movable", sparse, 1, "200m", managed),
+               pinned_replica_set("guarded", sparse, 1, "200m", {**managed,
                                                            "compactor.dev/protected": "true"}),
-               _pinned_rs("foreign", sparse, 1, "200m", {"compactor.dev/policy": "other"})):
+               pinned_replica_set("foreign", sparse, 1, "200m", {"compactor.dev/policy": "other"})):
         kube.create(path("replicasets", namespace), rs)
     for app, n in (("heavy", 3), ("movable", 1), ("guarded", 1), ("foreign", 1)):
         def up(a: str = app, c: int = n) -> list[dict[str, Any]] | None:
@@ -70,24 +63,9 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
     node_labels = {"compactor.test/pool": [pool_name, "unrelated"]}
     doc = render_descheduler_policy(policy, node_labels)
     assert doc["nodeSelector"] == f"compactor.test/pool in ({pool_name})"
-    policy_file = tmp_path / "policy.yaml"
-    policy_file.write_text(yaml.safe_dump(doc))
-    # The dry run snapshots the cluster through informers that sometimes start before they
-    # have listed the Pods (every node then shows 0% and nothing is planned); run it again
-    # until its snapshot has the dense node at the 75% CPU it really carries.
-    for _ in range(30):
-        out = subprocess.run(
-            [str(cluster.bin / "descheduler"), f"--kubeconfig={cluster.kubeconfig}",
-             f"--policy-config-file={policy_file}", "--dry-run", "--v=4",
-             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-             f"--cert-dir={tmp_path / 'certs'}"],
-            capture_output=True, text=True, timeout=120, check=False)
-        log = out.stdout + out.stderr
-        (tmp_path / "descheduler.log").write_text(log)
-        if f'node="{dense}" usage={{"cpu":"3"' in log:
-            break
-        time.sleep(0.5)
-    assert out.returncode == 0, log[-3000:]
+    # Until its snapshot has the dense node at the 75% CPU it really carries.
+    log = descheduler_dry_run(cluster, doc, tmp_path,
+                              lambda text: f'node="{dense}" usage={{"cpu":"3"' in text)
     planned = [line for line in log.splitlines() if "Evicted pod in dry run mode" in line]
     assert len(planned) == 1, log[-3000:]
     assert f'"{namespace}/movable-' in planned[0]
@@ -103,6 +81,8 @@ POLICYCHECK_CASES = {
     "pool-matching-no-node": ({"metadata": {"name": "pool"}, "spec": {"descheduler": {
         "nodeSelector": {"matchExpressions": [
             {"key": "pool", "operator": "In", "values": ["batch-*"]}]}}}}, {"pool": ["web"]}),
+    "namespaced": ({"kind": "CompactionPolicy", "metadata": {"name": "team", "namespace": "shop"},
+                    "spec": {"weight": 5}}, {}),
     "every-evictor-flag": ({"metadata": {"name": "flags"}, "spec": {"descheduler": {
         "defaultEvictor": {"nodeFit": False, "evictSystemCriticalPods": True,
                            "evictLocalStoragePods": True, "ignorePvcPods": False,
@@ -179,10 +159,11 @@ def test_real_descheduler_evicts_a_planned_drain_and_nothing_else(
         # No node is underutilized: HighNodeUtilization has nothing to do here.
         "highNodeUtilization": {"thresholds": {"cpu": 1, "memory": 1, "pods": 1}}}}})
     managed = {"compactor.dev/policy": "plan", "compactor.dev/workload-kind": "Deployment"}
-    for rs in (_pinned_rs("stay", dense, 1, "200m", {**managed, "compactor.dev/draining": "plan"}),
-               _pinned_rs("planned", sparse, 2, "200m", {**managed,
+    draining = {**managed, "compactor.dev/draining": "plan"}
+    for rs in (pinned_replica_set("stay", dense, 1, "200m", draining),
+               pinned_replica_set("planned", sparse, 2, "200m", {**managed,
                                                          "compactor.dev/draining": "plan"}),
-               _pinned_rs("unmarked", sparse, 1, "200m", managed)):
+               pinned_replica_set("unmarked", sparse, 1, "200m", managed)):
         kube.create(path("replicasets", namespace), rs)
     for app, n in (("stay", 1), ("planned", 2), ("unmarked", 1)):
         def up(a: str = app, c: int = n) -> list[dict[str, Any]] | None:
@@ -191,22 +172,10 @@ def test_real_descheduler_evicts_a_planned_drain_and_nothing_else(
     kube.patch(path("nodes", name=sparse), {"spec": {"taints": [{
         "key": "compactor.dev/drain", "value": "plan", "effect": "PreferNoSchedule"}]}})
     try:
-        file = tmp_path / "policy.yaml"
-        file.write_text(yaml.safe_dump(render_descheduler_policy(
-            policy, {"compactor.test/pool": [pool_name]})))
-        log = ""
-        for _ in range(30):  # until its informers have listed the Pods (see above)
-            out = subprocess.run(
-                [str(cluster.bin / "descheduler"), f"--kubeconfig={cluster.kubeconfig}",
-                 f"--policy-config-file={file}", "--dry-run", "--v=4",
-                 "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-                 f"--cert-dir={tmp_path / 'certs'}"],
-                capture_output=True, text=True, timeout=120, check=False)
-            log = out.stdout + out.stderr
-            assert out.returncode == 0, log[-3000:]
-            if "Evicted pod in dry run mode" in log:
-                break
-            time.sleep(0.5)
+        doc = render_descheduler_policy(policy, {"compactor.test/pool": [pool_name]})
+        # Until its informers have listed the Pods.
+        log = descheduler_dry_run(cluster, doc, tmp_path,
+                                  lambda text: "Evicted pod in dry run mode" in text)
         planned = [line for line in log.splitlines() if "Evicted pod in dry run mode" in line]
         assert len(planned) == 2, log[-3000:]
         assert all(f'"{namespace}/planned-' in line for line in planned)
@@ -224,7 +193,7 @@ def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(
     config.write_text(yaml.safe_dump(render_scheduler_config(kubeconfig=str(cluster.kubeconfig))))
     proc = cluster.start_scheduler(name="compactor-scheduler", config=config)
     try:
-        kube.create(path("replicasets", namespace), _pinned_rs("base", dense, 2, "1", {}))
+        kube.create(path("replicasets", namespace), pinned_replica_set("base", dense, 2, "1", {}))
         wait_for("base running", lambda: running_pods(kube, namespace, "app=base", 2))
         spec = pod_template({"app": "packed"}, "500m")["spec"]
         spec["schedulerName"] = "compactor-scheduler"

@@ -211,7 +211,7 @@ def test_the_descheduler_cronjob_runs_only_when_it_has_work_and_nodes(
 def test_an_invalid_policy_gets_its_problems_in_status_and_no_objects() -> None:
     bad = _policy("bad", descheduler={"interval": "61 * * * *"})
     p = plan(_snapshot(policies=(bad,)), SETTINGS, NOW)
-    assert "bad" in p.invalid and p.of(Apply) == []
+    assert "ClusterCompactionPolicy/bad" in p.invalid and p.of(Apply) == []
     (status,) = p.of(WriteStatus)
     valid = status.status["conditions"][0]
     assert (valid["type"], valid["status"]) == ("Valid", "False")

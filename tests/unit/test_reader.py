@@ -33,7 +33,7 @@ class RecordingApi:
         self.calls.append(("list", path))
         if path in self.unserved:
             raise ApiError(404, "NotFound", "the server could not find the resource")
-        if path == POLICIES:
+        if path == POLICIES[0]:
             return list(self.policies), "1"
         return ([POD] if path == PODS else []), "3"
 

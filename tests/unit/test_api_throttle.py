@@ -1,0 +1,75 @@
+"""429 answers are waited out and sent again: ``Api.request`` against a stand-in for
+kubernetes-asyncio's ``ApiClient`` (the boundary this file tests), with the sleeps recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from controller.api import THROTTLE_ATTEMPTS, Api, ApiError, retry_after
+
+
+class _Client:
+    """Answers 429 ``throttles`` times, then 200."""
+
+    def __init__(self, throttles: int, retry: str | None = "2", status: int = 429) -> None:
+        self.throttles, self.retry, self.status, self.calls = throttles, retry, status, 0
+
+    async def call_api(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls <= self.throttles:
+            e = ApiException(status=self.status, reason="Too Many Requests")
+            e.headers = {"Retry-After": self.retry} if self.retry is not None else {}  # type: ignore[assignment]
+            e.body = b'{"reason": "TooManyRequests", "message": "storage is (re)initializing"}'
+            raise e
+        return {"ok": True}
+
+
+@pytest.fixture
+def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return waits
+
+
+@pytest.mark.asyncio
+async def test_a_throttled_request_with_mocked_client_is_sent_again_after_retry_after(
+        slept: list[float]) -> None:
+    client = _Client(throttles=2)
+    api = Api(client)  # type: ignore[arg-type]
+    assert await api.request("PATCH", "/api/v1/namespaces/a/pods/p", {}) == {"ok": True}
+    assert (client.calls, api.requests, api.throttled, slept) == (3, 3, 2, [2.0, 2.0])
+
+
+@pytest.mark.asyncio
+async def test_throttling_past_the_last_attempt_with_mocked_client_raises_the_429(
+        slept: list[float]) -> None:
+    client = _Client(throttles=THROTTLE_ATTEMPTS)
+    api = Api(client)  # type: ignore[arg-type]
+    with pytest.raises(ApiError) as e:
+        await api.request("GET", "/api/v1/pods")
+    assert e.value.status == 429 and "storage" in e.value.message
+    assert client.calls == THROTTLE_ATTEMPTS and len(slept) == THROTTLE_ATTEMPTS - 1
+
+
+@pytest.mark.asyncio
+async def test_other_errors_with_mocked_client_are_not_retried(slept: list[float]) -> None:
+    client = _Client(throttles=1, status=409)
+    api = Api(client)  # type: ignore[arg-type]
+    with pytest.raises(ApiError) as e:
+        await api.request("POST", "/api/v1/namespaces/a/pods", {})
+    assert e.value.status == 409 and client.calls == 1 and slept == [] and api.throttled == 0
+
+
+@pytest.mark.parametrize(("headers", "seconds"), [
+    ({"Retry-After": "1"}, 1.0), ({"Retry-After": "0"}, 0.0), ({"Retry-After": "3600"}, 5.0),
+    ({"Retry-After": "soon"}, 1.0), ({}, 1.0), (None, 1.0), ({"Retry-After": "-4"}, 0.0),
+])
+def test_retry_after_is_read_and_capped(headers: dict[str, str] | None, seconds: float) -> None:
+    assert retry_after(headers) == seconds
