@@ -19,6 +19,9 @@ from compaction.problem import Problem
 DEFAULT_PRIORITIES: Final[Mapping[str, int]] = {
     names.POLICY_KIND: 100,
     names.NAMESPACED_POLICY_KIND: 90,
+    # The reference chart's defaults for the resource policies.
+    names.CLUSTER_STATIC_POLICY_KIND: 90,
+    names.STATIC_POLICY_KIND: 90,
 }
 KNOWN_TYPES: Final = tuple(DEFAULT_PRIORITIES)
 

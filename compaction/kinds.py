@@ -105,6 +105,9 @@ _TABLE: Final = (
          names.NAMESPACED_POLICY_PLURAL),
     Kind(names.EVALUATION_KIND, names.GROUP, names.VERSION, names.EVALUATION_PLURAL,
          namespaced=False),
+    Kind(names.STATIC_POLICY_KIND, names.GROUP, names.VERSION, names.STATIC_POLICY_PLURAL),
+    Kind(names.CLUSTER_STATIC_POLICY_KIND, names.GROUP, names.VERSION,
+         names.CLUSTER_STATIC_POLICY_PLURAL, namespaced=False),
 )
 
 KINDS: Final[Mapping[str, Kind]] = {k.kind: k for k in _TABLE}

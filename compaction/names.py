@@ -16,6 +16,12 @@ POLICY_KINDS: Final = (POLICY_KIND, NAMESPACED_POLICY_KIND)
 EVALUATION_KIND: Final = "PolicyEvaluation"
 EVALUATION_PLURAL: Final = "policyevaluations"
 EVALUATION_NAME: Final = "policy-evaluation"
+# Resource policies: fixed requests and limits per container, namespaced and cluster-scoped.
+STATIC_POLICY_KIND: Final = "StaticPolicy"
+STATIC_POLICY_PLURAL: Final = "staticpolicies"
+CLUSTER_STATIC_POLICY_KIND: Final = "ClusterStaticPolicy"
+CLUSTER_STATIC_POLICY_PLURAL: Final = "clusterstaticpolicies"
+STATIC_POLICY_KINDS: Final = (CLUSTER_STATIC_POLICY_KIND, STATIC_POLICY_KIND)
 
 INSTALL_NAMESPACE: Final = "compactor-system"
 PROTECTED_NAMESPACES: Final = frozenset({"kube-system", INSTALL_NAMESPACE})
@@ -33,11 +39,16 @@ DRAINING_LABEL: Final = "compactor.dev/draining"
 # admits only the kinds the eviction table allows.
 WORKLOAD_KIND_LABEL: Final = "compactor.dev/workload-kind"
 INTENT_ANNOTATION: Final = "compactor.dev/intent"
+# The resource plan the static policies compose for a workload (on its metadata), and on each
+# Pod the webhook resized under it, the plan's hash.
+RESOURCES_ANNOTATION: Final = "compactor.dev/resources"
+RESOURCES_HASH_ANNOTATION: Final = "compactor.dev/resources-hash"
 # Loop-detection state of the runtime hook, on the workload (so a restart forgets nothing).
 CONVERGENCE_ANNOTATION: Final = "compactor.dev/convergence"
 # What the controller writes on workload metadata, and so what the Deployment controller
 # copies onto ReplicaSets (where the controller removes copies that went stale).
-WORKLOAD_ANNOTATIONS: Final = (INTENT_ANNOTATION, CONVERGENCE_ANNOTATION)
+WORKLOAD_ANNOTATIONS: Final = (INTENT_ANNOTATION, CONVERGENCE_ANNOTATION,
+                               RESOURCES_ANNOTATION)
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE: Final = "compactor"
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from compaction.evaluation import DEFAULT, Evaluation
 from compaction.policy import NamespaceOperator, Policy
 from compaction.scope import in_scope, is_ignored
+from compaction.static_policy import StaticPolicy
 from compaction.workload import Workload
 
 _NEWEST = datetime.datetime.max.replace(tzinfo=datetime.UTC)
@@ -112,3 +113,22 @@ def decisive_rule(winner: Policy, loser: Policy, evaluation: Evaluation = DEFAUL
         created = winner.creation_timestamp
         return f"older (created {created.isoformat() if created else 'earlier'})"
     return f"key {winner.key} < {loser.key}"
+
+
+ResourceRank = tuple[int, int, int, str, datetime.datetime, str]
+
+
+def resource_rank(policy: StaticPolicy, exact: bool,
+                  evaluation: Evaluation = DEFAULT) -> ResourceRank:
+    """Sort key of one resource policy's value for one (container, requests|limits,
+    resource); the smallest wins: type priority, weight, the exact container name over
+    ``*``, the older policy within a kind, the smaller key (sorting on kind first makes rule
+    4 apply within a kind only, as for ``rank``)."""
+    return (
+        -evaluation.priority(policy.kind),
+        -policy.weight,
+        0 if exact else 1,
+        policy.kind,
+        policy.creation_timestamp or _NEWEST,
+        policy.key,
+    )

@@ -42,7 +42,7 @@ _EVICTOR, _HNU, _THRESHOLDS = DefaultEvictor(), HighNodeUtilization(), Threshold
 
 def parse_policy(obj: Mapping[str, Any]) -> Policy:
     """The policy with defaults applied; raises InvalidPolicy listing every problem."""
-    reader = _Reader()
+    reader = PolicyReader()
     policy = reader.policy(obj)
     if reader.problems:
         raise InvalidPolicy(policy.name, reader.problems)
@@ -51,12 +51,12 @@ def parse_policy(obj: Mapping[str, Any]) -> Policy:
 
 def validate_policy(obj: Mapping[str, Any]) -> list[Problem]:
     """Every problem of ``obj`` with its field path; empty when the policy is usable."""
-    reader = _Reader()
+    reader = PolicyReader()
     reader.policy(obj)
     return reader.problems
 
 
-class _Reader:
+class PolicyReader:
     """Reads one object field by field, defaulting what is absent and noting what is wrong."""
 
     def __init__(self) -> None:

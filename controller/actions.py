@@ -99,6 +99,8 @@ class Plan:
     drains: tuple[DrainPlan, ...] = ()  # the planner's plan, per active policy
     # One line per workload whose winning policy changes: winner, strongest loser, the rule.
     selections: tuple[str, ...] = ()
+    # Resource plans found blocked (first seen, or again after an hour), by reason.
+    resources_blocked: Mapping[str, int] = field(default_factory=dict)
 
     def of(self, kind: type[Any]) -> list[Any]:
         """The actions of one type, in order (for tests and logs)."""

@@ -19,7 +19,7 @@ from controller.api import Api, ApiError
 from controller.informer import Informers, sleep_or_stop
 from controller.lease import LeaderElector
 from controller.metrics import ControllerMetrics
-from controller.reader import CACHED, EVALUATIONS, POLICIES
+from controller.reader import CACHED, EVALUATIONS, LIMIT_RANGES, POLICIES, STATIC_POLICIES
 from controller.reconciler import Reconciler
 from controller.settings import ControllerSettings, SettingsError, load
 from controller.workloads import list_path
@@ -28,7 +28,8 @@ log = logging.getLogger("compactor.controller")
 
 # Changes under these wake the reconciler; the caches of its bulk reads (Pods, ReplicaSets,
 # Jobs) only keep their objects (a workload's status change wakes it through its own kind).
-WATCHED = [*POLICIES, EVALUATIONS, kinds.kind("Namespace").path(), kinds.kind("Node").path(),
+WATCHED = [*POLICIES, EVALUATIONS, *STATIC_POLICIES, LIMIT_RANGES,
+           kinds.kind("Namespace").path(), kinds.kind("Node").path(),
            *(list_path(k) for k in WorkloadType)]
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from compaction.resource_plan import BlockReason
 from controller.planner import DrainPlan
 
 
@@ -30,6 +31,11 @@ class ControllerMetrics:
         self.api_requests = Gauge(
             "compactor_controller_api_requests", "Requests the controller has sent to the API "
             "server since it started.", registry=r)
+        self.resource_plans_blocked = Counter(
+            "compactor_resource_plans_blocked", "Workloads whose resource plan was found "
+            "blocked (a request above its limit, an extended resource's request not its "
+            "limit, a LimitRange it would break), by reason; counted with each "
+            "ResourcesBlocked Event.", ["reason"], registry=r)
         self.api_throttled = Gauge(
             "compactor_controller_api_throttled", "Requests the API server answered with 429 "
             "Too Many Requests since the controller started; each was sent again after its "
@@ -58,6 +64,8 @@ class ControllerMetrics:
             "(the one replica that writes), else 0.", registry=r)
         for result in ("evicted", "pdb_blocked", "skipped"):
             self.evictions.labels(result)
+        for reason in BlockReason:
+            self.resource_plans_blocked.labels(reason.value)
 
     def show_plans(self, drains: Iterable[DrainPlan]) -> None:
         """The planner's gauges, as of this pass (a policy gone leaves no series)."""

@@ -23,9 +23,10 @@ from compaction.evaluation import DEFAULT, KNOWN_TYPES, Evaluation, default_mani
 from compaction.intent import Intent
 from compaction.policy import Policy, SchedulerMode
 from compaction.precedence import select
+from compaction.resource_plan import Composition
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
-from controller import descheduler, planner, runtime_hook, scheduler
+from controller import descheduler, planner, resources, runtime_hook, scheduler
 from controller.actions import (
     Action,
     Apply,
@@ -93,10 +94,13 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     evaluation = snapshot.evaluation.evaluation if snapshot.evaluation else DEFAULT
     out = _Pass()
     _evaluation(snapshot.evaluation, settings, now, out)
-    decided = _workloads(snapshot.workloads, active, evaluation, out)
+    composed = resources.compositions(snapshot, evaluation)
+    decided = _workloads(snapshot.workloads, active, evaluation, composed, out)
     index = OwnerIndex.build(snapshot.owners)
-    _stale_copies(index, decided, out)
+    _stale_copies(index, decided, composed, out)
     members = _membership(snapshot.pods, index, decided)
+    blocking = resources.blocked_events(snapshot.workloads, composed, memory, now)
+    out.actions.extend(blocking.events)
     drains = _drains(active, snapshot, members, settings, now)
     draining = {key: d.policy for d in drains if _acting(d, active)
                 for node in d.draining for key in d.evict[node]}
@@ -107,16 +111,20 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     pools = _deschedulers(active, out.managed, snapshot, settings, memory, out)
     _status(snapshot.policies, out.managed, available, pools,
             {d.policy: d for d in drains}, now, out)
+    out.actions.extend(resources.static_status(
+        snapshot.static_policies, composed,
+        ((pod, m.workload.key) for pod in snapshot.pods if (m := members.get(pod.key))), now))
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
-                out.suppressions, out.skipped, tuple(drains), tuple(out.selections))
+                out.suppressions, out.skipped, tuple(drains), tuple(out.selections),
+                blocking.newly)
 
 
 # --- workloads ----------------------------------------------------------------------
 
 
 def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
-               evaluation: Evaluation, out: _Pass
-               ) -> dict[WorkloadKey, tuple[WorkloadObject, Policy | None]]:
+               evaluation: Evaluation, composed: Mapping[WorkloadKey, Composition],
+               out: _Pass) -> dict[WorkloadKey, tuple[WorkloadObject, Policy | None]]:
     decided: dict[WorkloadKey, tuple[WorkloadObject, Policy | None]] = {}
     for w in workloads:
         selection = select(active, w.view, evaluation)
@@ -124,7 +132,8 @@ def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
         decided[w.key] = (w, policy)
         if policy is not None:
             out.managed[policy.id] += 1
-        patch = workload_patch(w, intent_of(policy, w.view.kind))
+        patch = workload_patch(w, intent_of(policy, w.view.kind),
+                               resources.planned(composed.get(w.key)))
         if patch is None:
             continue
         before, after = w.labels.get(names.POLICY_LABEL), policy.id if policy else None
@@ -140,26 +149,30 @@ def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
     return decided
 
 
-def _wanted_annotations(w: WorkloadObject, policy: Policy | None) -> dict[str, str]:
+def _wanted_annotations(w: WorkloadObject, policy: Policy | None,
+                        plan: str | None) -> dict[str, str]:
     """The workload's annotations once this pass has patched it."""
     wanted = dict(w.annotations)
     intent = intent_of(policy, w.view.kind)
-    if intent is None:
-        wanted.pop(names.INTENT_ANNOTATION, None)
-    else:
-        wanted[names.INTENT_ANNOTATION] = intent.render()
+    for key, value in ((names.INTENT_ANNOTATION, intent.render() if intent else None),
+                       (names.RESOURCES_ANNOTATION, plan)):
+        if value is None:
+            wanted.pop(key, None)
+        else:
+            wanted[key] = value
     return wanted
 
 
 def _stale_copies(index: OwnerIndex,
                   decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
-                  out: _Pass) -> None:
+                  composed: Mapping[WorkloadKey, Composition], out: _Pass) -> None:
     """Our annotations on ReplicaSets (and a CronJob's Jobs) that their workload no longer
     carries are removed, so that ``kubectl`` shows the truth there too."""
     for key, parent in index.intermediates():
         if parent not in decided:
             continue
-        ops = stale_copies(index.annotations.get(key, {}), _wanted_annotations(*decided[parent]))
+        ops = stale_copies(index.annotations.get(key, {}), _wanted_annotations(
+            *decided[parent], resources.planned(composed.get(parent))))
         if ops:
             out.actions.append(Patch(kinds.kind(key[0]).path(key[1], key[2]), ops,
                                      Target.STALE_COPY, "json", frozenset({404, 422})))

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from compaction import kinds, names
+from compaction.limit_range import LimitRange, parse_limit_range
 from compaction.policy import SchedulerMode
 from compaction.workload import WorkloadType
 from controller.api import ApiError, Obj, ReadApi
@@ -25,6 +26,7 @@ from controller.snapshot import (
     PodInfo,
     PolicyObject,
     Snapshot,
+    StaticPolicyObject,
     owner_parser,
     parse_evaluation_object,
     parse_node,
@@ -32,6 +34,7 @@ from controller.snapshot import (
     parse_pdb,
     parse_pod,
     parse_policy_object,
+    parse_static_policy_object,
 )
 from controller.workloads import WorkloadObject, list_path, workload_object
 
@@ -39,6 +42,8 @@ log = logging.getLogger("compactor.controller")
 T = TypeVar("T")
 
 POLICIES: Final = tuple(kinds.kind(k).path() for k in names.POLICY_KINDS)
+STATIC_POLICIES: Final = tuple(kinds.kind(k).path() for k in names.STATIC_POLICY_KINDS)
+LIMIT_RANGES: Final = kinds.kind("LimitRange").path()
 EVALUATIONS: Final = kinds.kind(names.EVALUATION_KIND).path()
 PODS, REPLICA_SETS, JOBS = (kinds.kind(k).path() for k in ("Pod", "ReplicaSet", "Job"))
 # The paths kept in watch caches, and the record each object is kept as.
@@ -64,6 +69,14 @@ class Reader:
         for obj in await self._served(EVALUATIONS):
             if meta(obj).get("name") == names.EVALUATION_NAME:
                 evaluation = parse_evaluation_object(obj)
+        static: list[StaticPolicyObject] = []
+        for path in STATIC_POLICIES:
+            static += [parse_static_policy_object(o) for o in await self._served(path)]
+        limit_ranges: dict[str, list[LimitRange]] = {}
+        if any(s.policy is not None and s.policy.enabled for s in static):
+            for obj in (await self.api.list(LIMIT_RANGES))[0]:
+                parsed = parse_limit_range(obj)
+                limit_ranges.setdefault(parsed.namespace, []).append(parsed)
         namespaces = {str(meta(n).get("name")): dict(meta(n).get("labels") or {})
                       for n in (await self.api.list(kinds.kind("Namespace").path()))[0]}
         workloads = await self._workloads(namespaces)
@@ -84,6 +97,8 @@ class Reader:
             kinds.kind("PodDisruptionBudget").path()))[0])
         return Snapshot(
             policies=tuple(policies), evaluation=evaluation, namespaces=namespaces,
+            static_policies=tuple(static),
+            limit_ranges={ns: tuple(r) for ns, r in limit_ranges.items()},
             nodes=nodes, pdbs=pdbs,
             workloads=tuple(workloads), owners=tuple(owners), pods=tuple(pods), own=tuple(own),
             cluster_version=await self._cluster_version() if needs_version else "")

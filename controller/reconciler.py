@@ -54,6 +54,8 @@ class Reconciler:
         started = time.perf_counter()
         decided = plan(snapshot, self.settings, now, self.memory)
         self.metrics.plan_duration.observe(time.perf_counter() - started)
+        for reason, count in decided.resources_blocked.items():
+            self.metrics.resource_plans_blocked.labels(reason).inc(count)
         summary, memory = await self.executor.execute(decided, self.memory, now)
         self.memory = memory.pruned({p.uid for p in snapshot.pods}, now)
         return summary

@@ -15,9 +15,11 @@ from typing import Any
 
 from compaction import kinds, names, quantity
 from compaction.evaluation import Evaluation, parse_evaluation
+from compaction.limit_range import LimitRange
 from compaction.policy import Policy, policy_id
 from compaction.problem import InvalidPolicy, Problem
 from compaction.selector import LabelSelector, parse_selector
+from compaction.static_policy import StaticPolicy, parse_static_policy
 from compaction.validation import parse_policy
 from controller.objects import controller_of, meta, parse_time, revision, section, str_map
 from controller.scheduling import UNCONSTRAINED, Placement, Taint, parse_placement
@@ -248,6 +250,40 @@ def parse_policy_object(obj: Mapping[str, Any]) -> PolicyObject:
 
 
 @dataclass(frozen=True)
+class StaticPolicyObject:
+    """A resource policy as stored and as parsed."""
+
+    kind: str
+    namespace: str
+    name: str
+    generation: int
+    status: Mapping[str, Any]
+    policy: StaticPolicy | None  # None when it is invalid
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return StaticPolicy(self.name, self.namespace).key
+
+    @property
+    def status_path(self) -> str:
+        return kinds.kind(self.kind).path(self.namespace or None, self.name, "status")
+
+
+def parse_static_policy_object(obj: Mapping[str, Any]) -> StaticPolicyObject:
+    m = meta(obj)
+    kind = str(obj.get("kind") or names.CLUSTER_STATIC_POLICY_KIND)
+    namespace = str(m.get("namespace") or "") if kind == names.STATIC_POLICY_KIND else ""
+    name, generation = str(m.get("name", "")), int(m.get("generation") or 0)
+    try:
+        return StaticPolicyObject(kind, namespace, name, generation, section(obj, "status"),
+                                  parse_static_policy(obj))
+    except InvalidPolicy as e:
+        return StaticPolicyObject(kind, namespace, name, generation, section(obj, "status"),
+                                  None, tuple(e.problems))
+
+
+@dataclass(frozen=True)
 class EvaluationObject:
     """The ``PolicyEvaluation`` singleton as stored and as parsed."""
 
@@ -288,6 +324,8 @@ def parse_own(kind: str, obj: Mapping[str, Any]) -> OwnObject:
 @dataclass(frozen=True)
 class Snapshot:
     policies: tuple[PolicyObject, ...] = ()  # cluster and namespaced
+    static_policies: tuple[StaticPolicyObject, ...] = ()
+    limit_ranges: Mapping[str, tuple[LimitRange, ...]] = field(default_factory=dict)  # by ns
     evaluation: EvaluationObject | None = None  # None: no PolicyEvaluation in the cluster
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     nodes: tuple[NodeInfo, ...] = ()

@@ -11,6 +11,7 @@ from compaction.intent import Intent, intent_for
 from compaction.ownership import is_workload
 from compaction.policy import Policy
 from compaction.precedence import effective_policy
+from compaction.resource_plan import TemplateContainer
 from compaction.workload import Workload, WorkloadType
 from controller.metadata import metadata_patch
 from controller.objects import controller_of
@@ -21,12 +22,34 @@ def list_path(kind: WorkloadType) -> str:
     return kinds.kind(kind.value).path()
 
 
-def _template_labels(kind: WorkloadType, obj: Mapping[str, Any]) -> Mapping[str, str]:
+def _template(kind: WorkloadType, obj: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = obj.get("spec") or {}
     if kind is WorkloadType.CRON_JOB:
         spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
-    template = spec.get("template") or {}
-    return (template.get("metadata") or {}).get("labels") or {}
+    template = spec.get("template")
+    return template if isinstance(template, Mapping) else {}
+
+
+def _template_labels(kind: WorkloadType, obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (_template(kind, obj).get("metadata") or {}).get("labels") or {}
+
+
+def _quantities(raw: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+
+
+def template_containers(kind: WorkloadType, obj: Mapping[str, Any]
+                        ) -> tuple[TemplateContainer, ...]:
+    """The pod template's containers (not its init containers) and their resources. A kind
+    without a standard pod template (a KubeAI Model) has none: nothing to resize there."""
+    out = []
+    for c in (_template(kind, obj).get("spec") or {}).get("containers") or []:
+        if isinstance(c, Mapping) and isinstance(c.get("name"), str):
+            res = c.get("resources") if isinstance(c.get("resources"), Mapping) else {}
+            assert isinstance(res, Mapping)
+            out.append(TemplateContainer(c["name"], _quantities(res.get("requests")),
+                                         _quantities(res.get("limits"))))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -38,6 +61,7 @@ class WorkloadObject:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     replicas: int = 1  # Pods it wants running now
+    containers: tuple[TemplateContainer, ...] = ()  # of its pod template, for resource plans
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -70,6 +94,7 @@ def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
         labels=labels,
         annotations=meta.get("annotations") or {},
         replicas=_desired_replicas(kind, obj),
+        containers=template_containers(kind, obj),
     )
 
 
@@ -84,15 +109,17 @@ def desired_policy(policies: Iterable[Policy], workload: WorkloadObject) -> Poli
     return effective_policy(policies, workload.view)
 
 
-def workload_patch(workload: WorkloadObject, intent: Intent | None) -> dict[str, Any] | None:
+def workload_patch(workload: WorkloadObject, intent: Intent | None,
+                   resources: str | None = None) -> dict[str, Any] | None:
     """The merge patch that converges the workload's *metadata* (never its pod template): the
-    policy label and the intent; the intent's other labels are for its Pods."""
+    policy label, the intent (its other labels are for its Pods) and the resource plan."""
     if intent is None:
         want_labels: dict[str, str | None] = {names.POLICY_LABEL: None}
         want_annotations: dict[str, str | None] = {names.INTENT_ANNOTATION: None}
     else:
         want_labels = {names.POLICY_LABEL: intent.policy}
         want_annotations = {names.INTENT_ANNOTATION: intent.render()}
+    want_annotations[names.RESOURCES_ANNOTATION] = resources
     return metadata_patch(workload.labels, workload.annotations, want_labels, want_annotations)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -17,7 +18,7 @@ from compaction.safety import is_placeholder
 from webhook.errors import AdmittedUnchanged, OptedOut
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache
-from webhook.patch import build_patch
+from webhook.patch import build_patch, resource_patch
 from webhook.review import AdmissionRequest, PodView, is_pod_create, pod_view
 
 log = logging.getLogger("compactor.webhook")
@@ -53,10 +54,13 @@ def skip_reason(pod: PodView) -> str | None:
 
 
 class Admitter:
-    def __init__(self, owners: OwnerCache, metrics: Metrics, budget_seconds: float = 2.0) -> None:
+    def __init__(self, owners: OwnerCache, metrics: Metrics, budget_seconds: float = 2.0,
+                 limit_ranges: Callable[[str], str | None] = lambda _: None) -> None:
         self.owners = owners
         self.metrics = metrics
         self.budget_seconds = budget_seconds
+        # A namespace's LimitRanges fingerprint as the watch shows it; None when unknown.
+        self.limit_ranges = limit_ranges
 
     async def decide(self, request: AdmissionRequest) -> Decision:
         """The verdict for one request, within its budget; never raises."""
@@ -92,12 +96,25 @@ class Admitter:
             return Decision(Outcome.SKIPPED, reason=f"owner opted out: {e}")
         if found is None:
             return Decision(Outcome.UNCHANGED, reason="no workload intent")
-        plan = build_patch(pod, found.intent, found.rendered)
-        if plan.kept_scheduler:
-            self.metrics.gpu_overrides.labels(plan.kept_scheduler).inc()
-            log.info("pod %s/%s keeps scheduler %s over %s (intent of %s/%s)", pod.namespace,
-                     pod.name, plan.kept_scheduler, found.intent.scheduler_name,
-                     found.owner_kind, found.owner_name)
-        if not plan.ops:
+        ops: list[dict[str, Any]] = []
+        if found.intent is not None and found.rendered is not None:
+            plan = build_patch(pod, found.intent, found.rendered)
+            if plan.kept_scheduler:
+                self.metrics.gpu_overrides.labels(plan.kept_scheduler).inc()
+                log.info("pod %s/%s keeps scheduler %s over %s (intent of %s/%s)",
+                         pod.namespace, pod.name, plan.kept_scheduler,
+                         found.intent.scheduler_name, found.owner_kind, found.owner_name)
+            ops = plan.ops
+        if found.resources is not None:
+            resized = resource_patch(
+                pod, found.resources, self.limit_ranges(pod.namespace),
+                pod.has_annotations or any(o["path"] == "/metadata/annotations" for o in ops))
+            self.metrics.resource_patches.labels(resized.outcome).inc()
+            if resized.outcome not in ("applied", "unchanged"):
+                log.info("pod %s/%s admitted with its own resources (%s; plan of %s/%s)",
+                         pod.namespace, pod.name, resized.outcome, found.owner_kind,
+                         found.owner_name)
+            ops = ops + resized.ops
+        if not ops:
             return Decision(Outcome.UNCHANGED, reason="already compliant")
-        return Decision(Outcome.PATCHED, plan.ops)
+        return Decision(Outcome.PATCHED, ops)

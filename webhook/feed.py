@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from compaction import kinds
+from compaction.limit_range import fingerprint
 from compaction.ownership import CHAIN_KINDS
 from webhook.kubeapi import NotServed, WatchExpired
 from webhook.metrics import Metrics
@@ -41,10 +42,30 @@ class Source:
 
 SOURCES: Final = tuple(Source(k, kinds.kind(k).path())
                        for k in ("Namespace", *sorted(CHAIN_KINDS)))
+LIMIT_RANGES: Final = Source("LimitRange", kinds.kind("LimitRange").path())
+
+
+class Store(Protocol):
+    synced: bool
+    served: bool
+
+    def size(self) -> float: ...
+
+    def replace(self, items: Iterable[Mapping[str, Any]]) -> None: ...
+
+    def apply(self, event_type: str, obj: Mapping[str, Any]) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def up(self) -> float:
+        return 1.0 if self.synced else 0.0
+
+    def is_served(self) -> float:
+        return 1.0 if self.served else 0.0
 
 
 @dataclass
-class KindStore:
+class KindStore(Store):
     """One kind's objects as of the last event: (namespace, name) -> (uid, record)."""
 
     synced: bool = False
@@ -54,11 +75,8 @@ class KindStore:
     def size(self) -> float:
         return float(len(self.objects))
 
-    def up(self) -> float:
-        return 1.0 if self.synced else 0.0
-
-    def is_served(self) -> float:
-        return 1.0 if self.served else 0.0
+    def clear(self) -> None:
+        self.objects = {}
 
     def replace(self, items: Iterable[Mapping[str, Any]]) -> None:
         self.objects = dict(_entry(obj) for obj in items)
@@ -80,6 +98,40 @@ class KindStore:
         return found[1]
 
 
+@dataclass
+class LimitRangeStore(Store):
+    """Which LimitRanges each namespace has, at which resourceVersion: a resource plan is
+    applied only while these are the ones the controller checked it against."""
+
+    synced: bool = False
+    served: bool = True
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)  # ns -> name -> rv
+
+    def size(self) -> float:
+        return float(sum(len(v) for v in self.versions.values()))
+
+    def clear(self) -> None:
+        self.versions = {}
+
+    def replace(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self.versions = {}
+        for obj in items:
+            self.apply("ADDED", obj)
+
+    def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if event_type == "DELETED":
+            self.versions.get(ns, {}).pop(name, None)
+        elif event_type in ("ADDED", "MODIFIED"):
+            self.versions.setdefault(ns, {})[name] = str(meta.get("resourceVersion") or "")
+
+    def fingerprint(self, namespace: str) -> str | None:
+        if not self.synced:
+            return None
+        return fingerprint(self.versions.get(namespace, {}).items())
+
+
 def _entry(obj: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, OwnerRecord]]:
     meta = obj.get("metadata") or {}
     return ((str(meta.get("namespace") or ""), str(meta.get("name") or "")),
@@ -89,14 +141,19 @@ def _entry(obj: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, OwnerRec
 class OwnerFeed:
     def __init__(self, source: MetadataSource, metrics: Metrics,
                  sources: Iterable[Source] = SOURCES, rediscover_seconds: float = 60.0,
-                 max_backoff: float = 30.0) -> None:
+                 max_backoff: float = 30.0,
+                 limit_range_source: Source | None = LIMIT_RANGES) -> None:
         self._source = source
         self._sources = tuple(sources)
         self._rediscover = rediscover_seconds
         self._max_backoff = max_backoff
         self.stores = {s.kind: KindStore() for s in self._sources}
-        for s in self._sources:
-            store = self.stores[s.kind]
+        self.limit_range_store = LimitRangeStore()
+        self._followed = (*self._sources, *([limit_range_source] if limit_range_source else []))
+        watched: dict[str, Store] = {**self.stores, LIMIT_RANGES.kind: self.limit_range_store}
+        self._watched = watched
+        for s in self._followed:
+            store = watched[s.kind]
             metrics.watch_objects.labels(s.kind).set_function(store.size)
             metrics.watch_synced.labels(s.kind).set_function(store.up)
             metrics.watch_served.labels(s.kind).set_function(store.is_served)
@@ -110,11 +167,15 @@ class OwnerFeed:
         store = self.stores.get(kind)
         return store.get(namespace, name, uid) if store is not None else None
 
+    def limit_ranges(self, namespace: str) -> str | None:
+        """The namespace's LimitRanges fingerprint now; None until their watch has synced."""
+        return self.limit_range_store.fingerprint(namespace)
+
     async def run(self) -> None:
-        await asyncio.gather(*(self._follow(s) for s in self._sources))
+        await asyncio.gather(*(self._follow(s) for s in self._followed))
 
     async def _follow(self, source: Source) -> None:
-        store = self.stores[source.kind]
+        store = self._watched[source.kind]
         rv: str | None = None
         backoff = first = min(1.0, self._max_backoff)
 
@@ -139,9 +200,10 @@ class OwnerFeed:
                 self._metrics.watch_restarts.labels(source.kind, "expired").inc()
                 rv = None
             except NotServed:
-                if store.synced or store.objects:
+                if store.synced or store.size():
                     log.info("%s no longer served; owner lookups use GETs", source.kind)
-                store.synced, store.served, store.objects, rv = False, False, {}, None
+                store.synced, store.served, rv = False, False, None
+                store.clear()
                 await asyncio.sleep(self._rediscover)
             except Exception as e:
                 store.synced = False

@@ -41,8 +41,12 @@ class Metrics:
             "named (e.g. kai-scheduler) instead of the compaction scheduler.",
             ["scheduler"], registry=r)
         self.intent_errors = Counter(
-            "compactor_intent_errors", "Owner intent annotations that could not be used.",
-            ["reason"], registry=r)
+            "compactor_intent_errors", "Workload intent or resource-plan annotations that "
+            "could not be used.", ["reason"], registry=r)
+        self.resource_patches = Counter(
+            "compactor_resource_patches", "Pods of a workload with a resource plan, by what "
+            "admission did with the plan (applied, unchanged; or why it was left out).",
+            ["outcome"], registry=r)
         self.watch_objects = Gauge(
             "compactor_owner_watch_objects", "Owners held by the watch feed, by kind.",
             ["kind"], registry=r)
@@ -66,6 +70,9 @@ class Metrics:
             self.lookups.labels(result)
         for reason in ("malformed_review", "too_large"):
             self.rejected.labels(reason)
+        for outcome in ("applied", "unchanged", "conflict", "unpatchable",
+                        "limit_ranges_changed", "limit_ranges_unknown"):
+            self.resource_patches.labels(outcome)
 
     def track_cache(self, size: Callable[[], int]) -> None:
         self.cache_entries.set_function(lambda: float(size()))

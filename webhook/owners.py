@@ -25,6 +25,7 @@ from compaction import kinds, names
 from compaction.identifiers import is_dns_label, is_dns_subdomain, parse_api_version
 from compaction.intent import Intent, parse_intent
 from compaction.ownership import CHAIN_KINDS, MAX_DEPTH, is_intermediate
+from compaction.resource_plan import ResourcePlan, parse_resource_plan
 from webhook.errors import InvalidOwnerReference, LookupFailed, OptedOut, UnusableIntent
 from webhook.metrics import Metrics
 from webhook.review import OwnerRef, controller_ref
@@ -66,14 +67,24 @@ class OwnerRecord:
     intent_error: str | None
     parent: OwnerRef | None
     ignored: bool
+    resources: ResourcePlan | None = None  # the static policies' plan, when there is one
+    resources_error: str | None = None
+
+    @property
+    def asks(self) -> bool:
+        """Carries something for its Pods (so it is kept for the long TTL)."""
+        return self.intent is not None or self.resources is not None
 
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
-    intent: Intent
-    rendered: str
+    """What the Pod's workload asks: a compaction intent, a resource plan, or both."""
+
+    intent: Intent | None
+    rendered: str | None
     owner_kind: str
     owner_name: str
+    resources: ResourcePlan | None = None
 
 
 _ABSENT: Final = OwnerRecord(None, None, None, None, False)
@@ -88,12 +99,20 @@ def _parsed(raw: str) -> tuple[Intent | None, str | None, str | None]:
     return None, None, str(parsed.error)
 
 
+@functools.lru_cache(maxsize=4096)
+def _plan(raw: str) -> tuple[ResourcePlan | None, str | None]:
+    parsed = parse_resource_plan(raw)
+    return parsed.plan, None if parsed.plan is not None else str(parsed.error)
+
+
 def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
     raw = annotations.get(names.INTENT_ANNOTATION)
     intent, rendered, error = _parsed(raw) if isinstance(raw, str) else (None, None, None)
+    raw_plan = annotations.get(names.RESOURCES_ANNOTATION)
+    plan, plan_error = _plan(raw_plan) if isinstance(raw_plan, str) else (None, None)
     parent = controller_ref(meta.get("ownerReferences"))
     if parent is not None and parent.kind not in CHAIN_KINDS:
         parent = None
@@ -101,7 +120,7 @@ def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
         parent = OwnerRef(sys.intern(parent.api_version), sys.intern(parent.kind), parent.name,
                           parent.uid)
     return OwnerRecord(intent, rendered, error, parent,
-                       labels.get(names.IGNORE_LABEL) == "true")
+                       labels.get(names.IGNORE_LABEL) == "true", plan, plan_error)
 
 
 class OwnerCache:
@@ -121,8 +140,7 @@ class OwnerCache:
         metrics.track_cache(lambda: len(self._cache))
 
     def _ttu(self, _key: tuple[str, ...], value: OwnerRecord, now: float) -> float:
-        return now + (self._ttl if value.intent is not None or value.ignored
-                      else self._negative_ttl)
+        return now + (self._ttl if value.asks or value.ignored else self._negative_ttl)
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -207,10 +225,12 @@ class OwnerCache:
             if is_intermediate(ref.kind, parent.kind if parent else None):
                 ref, depth = parent, depth + 1
                 continue
-            if record.intent_error is not None:
-                self._metrics.intent_errors.labels(record.intent_error).inc()
-                raise UnusableIntent(f"{ref.kind}/{ref.name}: {record.intent_error}")
-            if record.intent is None or record.rendered is None:
+            for error in (record.intent_error, record.resources_error):
+                if error is not None:
+                    self._metrics.intent_errors.labels(error).inc()
+                    raise UnusableIntent(f"{ref.kind}/{ref.name}: {error}")
+            if not record.asks:
                 return None
-            return Resolution(record.intent, record.rendered, ref.kind, ref.name)
+            return Resolution(record.intent, record.rendered, ref.kind, ref.name,
+                              record.resources)
         return None

@@ -1,4 +1,5 @@
-"""The JSONPatch (RFC 6902) that gives a new Pod its compaction state. Pure."""
+"""The JSONPatch (RFC 6902) that gives a new Pod its compaction state and its resource plan.
+Pure."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import Any
 
 from compaction import names
 from compaction.intent import Intent
+from compaction.quantity import parse_quantity
+from compaction.resource_plan import ResourcePlan, conflicts
+from compaction.static_policy import FIELDS
 from webhook.review import PodView
 
 
@@ -55,3 +59,50 @@ def build_patch(pod: PodView, intent: Intent, rendered: str) -> PatchPlan:
         else:
             kept = pod.scheduler_name
     return PatchPlan(ops, kept)
+
+
+@dataclass(frozen=True)
+class ResourcePatch:
+    ops: list[dict[str, Any]]
+    outcome: str  # applied, unchanged, or why it was left out (a metric label value)
+
+
+def resource_patch(pod: PodView, plan: ResourcePlan, limit_ranges: str | None,
+                   annotations_present: bool) -> ResourcePatch:
+    """The containers' resources as the plan sets them, plus the plan's hash on the Pod; no
+    operation at all when the result would be a Pod the API server refuses (the Pod is then
+    admitted with what it asked for), or when the namespace's LimitRanges are not the ones
+    the controller checked the plan against (``limit_ranges``: the fingerprint the watch
+    shows now, None when unknown). ``annotations_present``: whether the Pod has an annotation
+    map once the operations before these have run."""
+    if limit_ranges is None or limit_ranges != plan.limit_ranges:
+        return ResourcePatch([], "limit_ranges_changed" if limit_ranges is not None
+                             else "limit_ranges_unknown")
+    if pod.containers is None:
+        return ResourcePatch([], "unpatchable")
+    ops: list[dict[str, Any]] = []
+    for i, c in enumerate(pod.containers):
+        wanted = plan.containers.get(c.name)
+        if wanted is None:
+            continue
+        try:
+            requests = {k: parse_quantity(v) for k, v in {**c.requests, **wanted.requests}.items()}
+            limits = {k: parse_quantity(v) for k, v in {**c.limits, **wanted.limits}.items()}
+        except ValueError:
+            return ResourcePatch([], "unpatchable")
+        for k, v in limits.items():
+            requests.setdefault(k, v)
+        if conflicts(requests, limits):
+            return ResourcePatch([], "conflict")
+        base = f"/spec/containers/{i}/resources"
+        if not c.has_resources:
+            body = {f: dict(wanted.values(f)) for f in FIELDS if wanted.values(f)}
+            ops.append({"op": "add", "path": base, "value": body})
+            continue
+        _set_map(ops, f"{base}/requests", dict(c.requests), dict(wanted.requests),
+                 c.has_requests)
+        _set_map(ops, f"{base}/limits", dict(c.limits), dict(wanted.limits), c.has_limits)
+    outcome = "applied" if ops else "unchanged"
+    _set_map(ops, "/metadata/annotations", dict(pod.annotations),
+             {names.RESOURCES_HASH_ANNOTATION: plan.hash}, annotations_present)
+    return ResourcePatch(ops, outcome)

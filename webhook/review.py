@@ -41,6 +41,19 @@ class OwnerRef:
 
 
 @dataclass(frozen=True)
+class ContainerView:
+    """A container's resources as the Pod arrives (LimitRanger's defaults already in)."""
+
+    name: str
+    requests: Mapping[str, str] = field(default_factory=dict)
+    limits: Mapping[str, str] = field(default_factory=dict)
+    # Whether each map exists: adding a key to a missing map must create the map.
+    has_resources: bool = False
+    has_requests: bool = False
+    has_limits: bool = False
+
+
+@dataclass(frozen=True)
 class PodView:
     namespace: str
     name: str
@@ -52,6 +65,9 @@ class PodView:
     has_labels: bool = False
     has_annotations: bool = False
     priority: Any = None  # spec.priority, resolved from priorityClassName before webhooks run
+    # spec.containers in order (init containers are never resized); None when the list is
+    # not one a patch could address.
+    containers: tuple[ContainerView, ...] | None = ()
 
     @property
     def is_mirror(self) -> bool:
@@ -113,6 +129,35 @@ def _map_or_absent(meta: dict[str, Any], key: str) -> bool:
     return isinstance(value, dict)
 
 
+def _quantities(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): str(v) for k, v in raw.items() if isinstance(v, str | int | float)}
+
+
+def container_views(raw: Any) -> tuple[ContainerView, ...] | None:
+    """The containers a resource patch may address by index; None when any of them is not
+    a map with a name and map-or-absent resources (a patch could then not apply)."""
+    if not isinstance(raw, list):
+        return None
+    out = []
+    for c in raw:
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+            return None
+        res = c.get("resources")
+        if res is not None and not isinstance(res, dict):
+            return None
+        res = res or {}
+        req, lim = res.get("requests"), res.get("limits")
+        if (req is not None and not isinstance(req, dict)) or (
+                lim is not None and not isinstance(lim, dict)):
+            return None
+        out.append(ContainerView(c["name"], _quantities(req), _quantities(lim),
+                                 "resources" in c and c["resources"] is not None,
+                                 isinstance(req, dict), isinstance(lim, dict)))
+    return tuple(out)
+
+
 def pod_view(request: AdmissionRequest) -> PodView:
     """The Pod as far as admission reads it; UnpatchableObject when no patch could apply to it
     (no metadata or spec map to write into)."""
@@ -138,6 +183,7 @@ def pod_view(request: AdmissionRequest) -> PodView:
         has_labels=has_labels,
         has_annotations=has_annotations,
         priority=spec.get("priority"),
+        containers=container_views(spec.get("containers")),
     )
 
 

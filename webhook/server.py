@@ -35,10 +35,14 @@ class Webhook:
                                 ttl=settings.cache_ttl_seconds,
                                 negative_ttl=settings.negative_ttl_seconds)
         self.app: Starlette = create_app(
-            Admitter(self.cache, self.metrics, budget_seconds=settings.budget_seconds),
+            Admitter(self.cache, self.metrics, budget_seconds=settings.budget_seconds,
+                     limit_ranges=self._limit_ranges),
             self.metrics, max_body_bytes=settings.max_body_bytes,
             ready=lambda: self.reader is not None,
             on_startup=self._start, on_shutdown=self._stop)
+
+    def _limit_ranges(self, namespace: str) -> str | None:
+        return self.feed.limit_ranges(namespace) if self.feed is not None else None
 
     async def _fetch(self, path: str) -> dict[str, Any] | None:
         if self.reader is None:

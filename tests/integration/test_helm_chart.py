@@ -546,6 +546,8 @@ def test_uninstall_leaves_only_the_crds_their_policies_and_the_namespace(
         ("CustomResourceDefinition", "", "clustercompactionpolicies.compactor.dev"),
         ("CustomResourceDefinition", "", "compactionpolicies.compactor.dev"),
         ("CustomResourceDefinition", "", "policyevaluations.compactor.dev"),
+        ("CustomResourceDefinition", "", "clusterstaticpolicies.compactor.dev"),
+        ("CustomResourceDefinition", "", "staticpolicies.compactor.dev"),
         ("ClusterCompactionPolicy", "", policy),
         ("Namespace", "", NS),
     }

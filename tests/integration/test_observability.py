@@ -340,11 +340,12 @@ def _watch_objects(o: Observed, series: list[Series]) -> None:
 
 def _watch_synced(o: Observed, series: list[Series]) -> None:
     expected = {k: float(served and k != "StatefulSet") for k, served in o.served.items()}
-    assert _by(series, "kind") == expected
+    assert _by(series, "kind") == {**expected, "LimitRange": 1.0}  # the resource plans' guard
 
 
 def _watch_served(o: Observed, series: list[Series]) -> None:
-    assert _by(series, "kind") == {k: float(v) for k, v in o.served.items()}
+    assert _by(series, "kind") == {**{k: float(v) for k, v in o.served.items()},
+                                   "LimitRange": 1.0}
 
 
 def _watch_restarts(o: Observed, series: list[Series]) -> None:
@@ -355,7 +356,7 @@ def _watch_restarts(o: Observed, series: list[Series]) -> None:
         else:
             assert value == 0, s.labels
     assert {(s.labels["kind"], s.labels["reason"]) for s in series} == {
-        (k, r) for k in KINDS for r in ("expired", "error")}
+        (k, r) for k in (*KINDS, "LimitRange") for r in ("expired", "error")}
 
 
 def _lookups(o: Observed, series: list[Series]) -> None:
@@ -440,6 +441,15 @@ EXPECTED: dict[str, Check] = {
     "compactor_owner_watch_restarts_total": _watch_restarts,
     "compactor_gpu_scheduler_overrides_total": lambda o, s: (
         None if _by(s, "scheduler") == {"kai-scheduler": 1} else pytest.fail(str(s))),
+    # No workload of this run has a resource plan.
+    "compactor_resource_patches_total": lambda o, s: (
+        None if set(_by(s, "outcome")) == {"applied", "unchanged", "conflict", "unpatchable",
+                                           "limit_ranges_changed", "limit_ranges_unknown"}
+        and not any(_by(s, "outcome").values()) else pytest.fail(str(_by(s, "outcome")))),
+    "compactor_resource_plans_blocked_total": lambda o, s: (
+        None if len(s) == 6 and set(_by(s, "reason")) == {
+            "request_above_limit", "extended_request_not_limit", "limit_range"}
+        and not any(_by(s, "reason").values()) else pytest.fail(str(_by(s, "reason")))),
     "compactor_intent_errors_total": lambda o, s: (
         None if _by(s, "reason") == {"malformed": 1, "unknown_version": 1}
         else pytest.fail(str(_by(s, "reason")))),

@@ -103,13 +103,18 @@ async def test_the_reference_policy_evaluation_applies_as_published_and_ranks_no
     await in_process_reconciler.reconcile()
     status = kube.get(EVALUATION)["status"]
     assert status["observedGeneration"] == stored["metadata"]["generation"]
-    assert status["unknownTypes"] == [e["type"] for e in manifest["spec"]["precedence"]]
-    # It names none of the compaction kinds: both keep their default priority.
+    resource_kinds = ("StaticPolicy", "ClusterStaticPolicy")
+    assert status["unknownTypes"] == [e["type"] for e in manifest["spec"]["precedence"]
+                                      if e["type"] not in resource_kinds]
+    # It names the resource kinds (at 90, their default) and neither compaction kind: both
+    # of those keep their default priority.
     assert status["knownTypes"] == [
         {"type": "ClusterCompactionPolicy", "priority": 100, "source": "default"},
-        {"type": "CompactionPolicy", "priority": 90, "source": "default"}]
+        {"type": "CompactionPolicy", "priority": 90, "source": "default"},
+        {"type": "ClusterStaticPolicy", "priority": 90, "source": "spec"},
+        {"type": "StaticPolicy", "priority": 90, "source": "spec"}]
     (valid,) = [c for c in status["conditions"] if c["type"] == "Valid"]
-    assert valid["status"] == "True" and "StaticPolicy" in valid["message"]
+    assert valid["status"] == "True" and "ClusterRollbackPolicy" in valid["message"]
 
 
 @pytest.mark.asyncio
@@ -118,7 +123,9 @@ async def test_the_default_policy_evaluation_is_created_once_and_an_edit_is_kept
     await in_process_reconciler.reconcile()
     made = kube.get(EVALUATION)
     assert made["spec"]["precedence"] == [{"type": "ClusterCompactionPolicy", "priority": 100},
-                                          {"type": "CompactionPolicy", "priority": 90}]
+                                          {"type": "CompactionPolicy", "priority": 90},
+                                          {"type": "ClusterStaticPolicy", "priority": 90},
+                                          {"type": "StaticPolicy", "priority": 90}]
     kube.patch(EVALUATION, {"spec": {"precedence": [
         {"type": "CompactionPolicy", "priority": 100}]}})
     await in_process_reconciler.reconcile()

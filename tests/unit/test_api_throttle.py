@@ -4,9 +4,10 @@ kubernetes-asyncio's ``ApiClient`` (the boundary this file tests), with the slee
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from controller.api import THROTTLE_ATTEMPTS, Api, ApiError, retry_after
@@ -42,7 +43,7 @@ def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 async def test_a_throttled_request_with_mocked_client_is_sent_again_after_retry_after(
         slept: list[float]) -> None:
     client = _Client(throttles=2)
-    api = Api(client)  # type: ignore[arg-type]
+    api = Api(cast(ApiClient, client))
     assert await api.request("PATCH", "/api/v1/namespaces/a/pods/p", {}) == {"ok": True}
     assert (client.calls, api.requests, api.throttled, slept) == (3, 3, 2, [2.0, 2.0])
 
@@ -51,7 +52,7 @@ async def test_a_throttled_request_with_mocked_client_is_sent_again_after_retry_
 async def test_throttling_past_the_last_attempt_with_mocked_client_raises_the_429(
         slept: list[float]) -> None:
     client = _Client(throttles=THROTTLE_ATTEMPTS)
-    api = Api(client)  # type: ignore[arg-type]
+    api = Api(cast(ApiClient, client))
     with pytest.raises(ApiError) as e:
         await api.request("GET", "/api/v1/pods")
     assert e.value.status == 429 and "storage" in e.value.message
@@ -61,7 +62,7 @@ async def test_throttling_past_the_last_attempt_with_mocked_client_raises_the_42
 @pytest.mark.asyncio
 async def test_other_errors_with_mocked_client_are_not_retried(slept: list[float]) -> None:
     client = _Client(throttles=1, status=409)
-    api = Api(client)  # type: ignore[arg-type]
+    api = Api(cast(ApiClient, client))
     with pytest.raises(ApiError) as e:
         await api.request("POST", "/api/v1/namespaces/a/pods", {})
     assert e.value.status == 409 and client.calls == 1 and slept == [] and api.throttled == 0

@@ -117,10 +117,11 @@ def test_the_reference_policy_evaluation_parses_and_its_other_types_are_unknown(
     assert not problems
     assert set(evaluation.unknown) == {
         "ContainerArgsPolicy", "PodAffinityPolicy", "RollbackPolicy", "ClusterRollbackPolicy",
-        "GpuReactivePolicy", "ClusterGpuReactivePolicy", "StaticPolicy", "ClusterStaticPolicy",
-        "ProactivePolicy", "ClusterProactivePolicy"}
-    # It names neither compaction kind: both keep their defaults.
-    assert evaluation.known == ()
+        "GpuReactivePolicy", "ClusterGpuReactivePolicy", "ProactivePolicy",
+        "ClusterProactivePolicy"}
+    # It names the resource kinds Compactor implements (at their default 90), and neither
+    # compaction kind: those keep their defaults.
+    assert evaluation.known == ("StaticPolicy", "ClusterStaticPolicy")
     assert {k: evaluation.priority(k) for k in DEFAULT_PRIORITIES} == DEFAULT_PRIORITIES
 
 

@@ -143,7 +143,9 @@ def test_the_default_evaluation_is_created_only_while_none_exists_and_only_if_as
     assert create.path == EVALUATIONS and create.body["metadata"]["name"] == "policy-evaluation"
     assert create.body["spec"]["precedence"] == [
         {"type": "ClusterCompactionPolicy", "priority": 100},
-        {"type": "CompactionPolicy", "priority": 90}]
+        {"type": "CompactionPolicy", "priority": 90},
+        {"type": "ClusterStaticPolicy", "priority": 90},
+        {"type": "StaticPolicy", "priority": 90}]
     assert _plan(evaluation=_evaluation(CompactionPolicy=5)).of(Create) == []
     off = PlanSettings(RuntimeSettings(), default_evaluation=False)
     assert plan(Snapshot(), off, NOW).of(Create) == []
@@ -157,7 +159,9 @@ def test_the_evaluations_status_shows_known_and_unknown_types() -> None:
     assert body["observedGeneration"] == 3 and body["unknownTypes"] == ["RollbackPolicy"]
     assert body["knownTypes"] == [
         {"type": "ClusterCompactionPolicy", "priority": 100, "source": "default"},
-        {"type": "CompactionPolicy", "priority": 110, "source": "spec"}]
+        {"type": "CompactionPolicy", "priority": 110, "source": "spec"},
+        {"type": "ClusterStaticPolicy", "priority": 90, "source": "default"},
+        {"type": "StaticPolicy", "priority": 90, "source": "default"}]
     (valid,) = body["conditions"]
     assert valid["type"] == "Valid" and valid["status"] == "True"
     assert "RollbackPolicy" in valid["message"]

@@ -95,7 +95,8 @@ class ScriptedSource:
 
 
 async def _run_until_quiet(source: ScriptedSource, metrics: Metrics) -> OwnerFeed:
-    feed = OwnerFeed(source, metrics, sources=[RS], rediscover_seconds=0, max_backoff=0)
+    feed = OwnerFeed(source, metrics, sources=[RS], rediscover_seconds=0, max_backoff=0,
+                      limit_range_source=None)
     task = asyncio.create_task(feed.run())
     await asyncio.wait_for(source.done.wait(), 5)
     task.cancel()

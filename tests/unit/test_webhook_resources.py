@@ -1,0 +1,111 @@
+"""The resource part of a Pod's patch: it applies (RFC 6902, with jsonpatch) to any Pod shape,
+sets exactly what the plan says, and never yields a Pod the API server would refuse."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from compaction.quantity import parse_quantity
+from compaction.resource_plan import ResourcePlan
+from compaction.static_policy import ContainerResources
+from webhook.patch import resource_patch
+from webhook.review import pod_view
+
+_QUANTITY = st.sampled_from(["100m", "250m", "500m", "1", "2", "64Mi", "1Gi", "3"])
+_NAMES = st.sampled_from(["app", "sidecar", "log"])
+_RESOURCES = st.dictionaries(st.sampled_from(["cpu", "memory", "example.com/dongle"]),
+                             _QUANTITY, max_size=3)
+
+
+def _container(name: str, resources: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "pause"}
+    if resources is not None:
+        c["resources"] = copy.deepcopy(resources)  # never one map shared by two containers
+    return c
+
+
+_RESOURCE_FIELD: st.SearchStrategy[dict[str, Any] | None] = st.one_of(
+    st.none(), st.just({}),
+    st.fixed_dictionaries({}, optional={"requests": _RESOURCES, "limits": _RESOURCES}))
+_PODS = st.builds(
+    lambda containers, annotations: {
+        "metadata": {"generateName": "p-", **({"annotations": annotations}
+                                               if annotations is not None else {})},
+        "spec": {"containers": [_container(n, r) for n, r in containers]}},
+    st.lists(st.tuples(_NAMES, _RESOURCE_FIELD), min_size=1, max_size=3,
+             unique_by=lambda t: t[0]),
+    st.one_of(st.none(), st.just({}), st.just({"a": "b"})))
+_PLANS = st.builds(lambda entries: ResourcePlan(
+    {n: ContainerResources(n, r, lim) for n, (r, lim) in entries.items()}),
+    st.dictionaries(_NAMES, st.tuples(_RESOURCES, _RESOURCES), min_size=1, max_size=3))
+
+
+def _view(pod: dict[str, Any]) -> Any:
+    return pod_view({"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                     "operation": "CREATE", "namespace": "shop", "object": pod})
+
+
+def _refusable(container: dict[str, Any]) -> bool:
+    res = container.get("resources") or {}
+    requests = {k: parse_quantity(v) for k, v in (res.get("requests") or {}).items()}
+    limits = {k: parse_quantity(v) for k, v in (res.get("limits") or {}).items()}
+    requests = {**limits, **requests}
+    return any((k == "example.com/dongle" and limits.get(k) != v) or
+               (k in limits and v > limits[k]) for k, v in requests.items())
+
+
+@given(_PODS, _PLANS)
+def test_the_resource_patch_applies_and_sets_what_the_plan_says_or_nothing(
+        pod: dict[str, Any], plan: ResourcePlan) -> None:
+    view = _view(pod)
+    result = resource_patch(view, plan, "", view.has_annotations)
+    patched = jsonpatch.apply_patch(copy.deepcopy(pod), result.ops)
+    if result.outcome == "conflict":
+        assert result.ops == [] and patched == pod
+        return
+    assert result.outcome in ("applied", "unchanged")
+    assert patched["metadata"]["annotations"]["compactor.dev/resources-hash"] == plan.hash
+    for c in patched["spec"]["containers"]:
+        wanted = plan.containers.get(c["name"])
+        if wanted is None:
+            assert c == next(o for o in pod["spec"]["containers"] if o["name"] == c["name"])
+            continue
+        res = c.get("resources") or {}
+        for which in ("requests", "limits"):
+            for resource, value in wanted.values(which).items():
+                assert res[which][resource] == value
+        assert not _refusable(c)
+
+
+def test_a_plan_checked_against_other_limit_ranges_is_left_out() -> None:
+    pod = {"metadata": {}, "spec": {"containers": [_container("app", None)]}}
+    plan = ResourcePlan({"app": ContainerResources("app", {"cpu": "1"})}, "0123456789ab")
+    assert resource_patch(_view(pod), plan, "", False).outcome == "limit_ranges_changed"
+    assert resource_patch(_view(pod), plan, None, False).outcome == "limit_ranges_unknown"
+    applied = resource_patch(_view(pod), plan, "0123456789ab", False)
+    assert applied.outcome == "applied" and applied.ops[0] == {
+        "op": "add", "path": "/spec/containers/0/resources", "value": {"requests": {"cpu": "1"}}}
+
+
+def test_a_request_above_the_pods_own_limit_is_not_patched_in() -> None:
+    pod = {"metadata": {}, "spec": {"containers": [
+        _container("app", {"limits": {"cpu": "500m"}})]}}
+    plan = ResourcePlan({"app": ContainerResources("app", {"cpu": "1"})})
+    assert resource_patch(_view(pod), plan, "", False).outcome == "conflict"
+
+
+def test_extended_resource_names_are_escaped_in_the_pointer() -> None:
+    pod = {"metadata": {"annotations": {}}, "spec": {"containers": [
+        _container("app", {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}})]}}
+    plan = ResourcePlan({"app": ContainerResources("app", {"nvidia.com/gpu": "1"},
+                                                   {"nvidia.com/gpu": "1"})})
+    ops = resource_patch(_view(pod), plan, "", True).ops
+    assert {"op": "add", "path": "/spec/containers/0/resources/requests/nvidia.com~1gpu",
+            "value": "1"} in ops
+    patched = jsonpatch.apply_patch(pod, ops)
+    assert patched["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
