@@ -13,7 +13,7 @@ import datetime
 import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import orjson
@@ -37,6 +37,7 @@ from controller.actions import (
     Target,
     WriteStatus,
 )
+from controller.convergence import is_compliant
 from controller.events import cluster_event, namespaced_event, workload_event
 from controller.memory import Memory
 from controller.planner import DrainPlan, Member
@@ -101,7 +102,8 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     members = _membership(snapshot.pods, index, decided)
     blocking = resources.blocked_events(snapshot.workloads, composed, memory, now)
     out.actions.extend(blocking.events)
-    drains = _drains(active, snapshot, members, settings, now)
+    drains = _held(_drains(active, snapshot, members, settings, now),
+                   _converging(snapshot.pods, members), snapshot.nodes)
     draining = {key: d.policy for d in drains if _acting(d, active)
                 for node in d.draining for key in d.evict[node]}
     _pods(snapshot.pods, members, draining, out)
@@ -238,6 +240,40 @@ def _drains(active: list[Policy], snapshot: Snapshot,
         [(p, descheduler.node_pool(p, observed)) for p in active], snapshot.nodes,
         snapshot.pods, {k: m.member for k, m in members.items()}, snapshot.pdbs, now,
         settings.drain_timeout)
+
+
+def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership]
+                ) -> set[str]:
+    """Policies whose runtime hook still has running Pods to re-admit."""
+    out: set[str] = set()
+    intents: dict[tuple[str, WorkloadType], Intent | None] = {}
+    for pod in pods:
+        m = members.get(pod.key)
+        if m is None or m.policy is None or not m.policy.set_labels_by_eviction or \
+                m.policy.id in out or pod.phase != "Running" or m.workload.suppressed:
+            continue
+        which = (m.policy.id, m.workload.view.kind)
+        if which not in intents:
+            intents[which] = intent_of(m.policy, m.workload.view.kind)
+        intent = intents[which]
+        if intent is not None and not is_compliant(pod, intent):
+            out.add(m.policy.id)
+    return out
+
+
+def _held(drains: Iterable[DrainPlan], converging: set[str], nodes: Iterable[NodeInfo]
+          ) -> list[DrainPlan]:
+    """While a policy's runtime hook re-admits Pods, it starts no new drain (the drains under
+    way go on): the hook's replacements and a drain's evictees would otherwise contend for the
+    same room, and an evictee that finds none comes back to the node it left."""
+    tainted = {n.name: t.value for n in nodes if (t := planner.drain_owner(n)) is not None}
+    out = []
+    for d in drains:
+        if d.policy in converging:
+            keep = tuple(n for n in d.draining if tainted.get(n) == d.policy)
+            d = replace(d, draining=keep, evict={n: d.evict[n] for n in keep})
+        out.append(d)
+    return out
 
 
 def _acting(drain: DrainPlan, active: list[Policy]) -> bool:

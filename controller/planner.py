@@ -147,13 +147,35 @@ class _Cluster:
                 open=(n.ready and not n.unschedulable and not _leaving(n)
                       and drain_owner(n) is None),
                 hard_taints=tolerated(n.taints, ()) is not None)
+        pending: list[PodInfo] = []
         for pod in pods:
             node = self.nodes.get(pod.node_name)
             if node is not None and pod.occupies and not pod.deleting:
                 self._put(node, pod, _needs(pod))
+            elif not pod.node_name and not pod.deleting and pod.phase in ("", "Pending"):
+                pending.append(pod)
         self.emptied: set[str] = set()
         self.received: set[str] = set()  # destinations of planned Pods: no longer candidates
         self.moves: dict[tuple[str, str], str] = {}
+        self._reserve(pending)
+
+    def _reserve(self, pending: Sequence[PodInfo]) -> None:
+        """Pods not yet scheduled (an evicted Pod's replacement, say) take room on the node
+        the scheduler would give them before anything else is planned: otherwise a pass that
+        runs while they wait drains a node into room that is already spoken for. Their
+        destination is no candidate meanwhile; they are nobody's to evict."""
+        ordered = sorted((n for n in self.nodes.values() if n.open),
+                         key=lambda n: (-n.score(), n.info.name))
+        for pod in sorted(pending, key=lambda p: (-p.requests.get("cpu", 0),
+                                                  -p.requests.get("memory", 0), p.name)):
+            needs = _needs(pod)
+            target = self.place(pod, needs, ordered)
+            if target is None:
+                continue  # it stays Pending in the cluster too
+            for r, amount in needs.items():
+                target.free[r] = target.free.get(r, 0) - amount
+            self.received.add(target.info.name)
+            _promote(ordered, target)
 
     @staticmethod
     def _put(node: _Node, pod: PodInfo, needs: Mapping[str, int]) -> None:
@@ -260,17 +282,22 @@ class _Cluster:
             if any(target.free.get(r, 0) < a for r, a in floor.items() if a > 0):
                 ordered.remove(target)  # full for the rest of these Pods
                 continue
-            # Keep the order: the target's score rose; move it up past those it passed.
-            i = ordered.index(target)
-            key = (-target.score(), target.info.name)
-            while i > 0 and (-ordered[i - 1].score(), ordered[i - 1].info.name) > key:
-                ordered[i - 1], ordered[i] = ordered[i], ordered[i - 1]
-                i -= 1
+            _promote(ordered, target)
         for node, pod, _ in placed:
             self.received.add(node.info.name)
             self.moves[pod.key] = node.info.name
         self.emptied.add(source)
         return None
+
+
+def _promote(ordered: list[_Node], target: _Node) -> None:
+    """Keep ``ordered`` most allocated first: the target's score rose; move it up past those
+    it passed."""
+    i = ordered.index(target)
+    key = (-target.score(), target.info.name)
+    while i > 0 and (-ordered[i - 1].score(), ordered[i - 1].info.name) > key:
+        ordered[i - 1], ordered[i] = ordered[i], ordered[i - 1]
+        i -= 1
 
 
 def _blocker(pod: PodInfo, member: Member | None, policy: Policy,

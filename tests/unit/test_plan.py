@@ -242,3 +242,32 @@ def test_cronjob_job_pods_get_the_cronjobs_intent() -> None:
 def test_digest_depends_on_the_body_only() -> None:
     assert digest({"a": 1, "b": [1, 2]}) == digest({"b": [1, 2], "a": 1})
     assert digest({"a": 1}) != digest({"a": 2})
+
+
+def _on(name: str, node: str, compliant: bool, cpu: int = 200) -> PodInfo:
+    labels, annotations = (dict(INTENT.labels), dict(ANNOTATED)) if compliant else ({}, {})
+    return PodInfo("shop", name, f"u-{name}", labels, annotations, ("ReplicaSet", "web-1"),
+                   node_name=node, phase="Running", ready=True,
+                   scheduler_name="compactor-scheduler",
+                   requests={"cpu": cpu, "memory": 64 * 2**20 * 1000})
+
+
+def _taint_patches(p: Plan) -> list[Patch]:
+    return [a for a in p.of(Patch) if a.path.startswith("/api/v1/nodes/")]
+
+
+def test_no_new_drain_starts_while_the_runtime_hook_still_re_admits_pods() -> None:
+    """The hook's replacements and a drain's evictees would contend for the same room."""
+    allocatable = {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 110_000}
+    nodes = (NodeInfo("dense", {}, allocatable), NodeInfo("sparse", {}, allocatable))
+    policy = _policy(setLabelsByEviction=True)
+    settled = (_on("d1", "dense", True, 2000), _on("s1", "sparse", True))
+    workloads = (_deploy(LABELLED, ANNOTATED),)
+    go = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads, pods=settled),
+              SETTINGS, NOW)
+    assert go.drains[0].draining == ("sparse",) and len(_taint_patches(go)) == 1
+    busy = (*settled, _on("x1", "dense", False))
+    held = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads, pods=busy),
+                SETTINGS, NOW)
+    assert held.drains[0].freeable == ("sparse",)  # still shown as freeable...
+    assert held.drains[0].draining == () and _taint_patches(held) == []  # ...not started

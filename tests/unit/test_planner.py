@@ -363,3 +363,25 @@ def test_the_benchmarks_thousand_node_plan_keeps_every_invariant() -> None:
         load[where] = add(load[where], p.requests, {"pods": 1000})
     for name, used in load.items():
         assert all(a <= nodes[name].allocatable[r] for r, a in used.items()), name
+
+
+def _pending(name: str, cpu: float) -> PodInfo:
+    return replace(pod(name, "", cpu), phase="Pending", ready=False)
+
+
+def test_a_pending_pod_takes_its_room_before_any_drain_is_planned() -> None:
+    """An evicted Pod's replacement not yet scheduled: the room it will take on the dense
+    node is not there for the sparse node's Pod, so the sparse node is not drained into it."""
+    pods = [pod("d1", "dense", 3), pod("s1", "sparse", 0.8)]
+    assert _plan([node("dense"), node("sparse")], pods).freeable == ("sparse",)
+    waiting = _plan([node("dense"), node("sparse")], [*pods, _pending("r1", 0.5)])
+    assert waiting.freeable == ()
+    assert "pod shop/s1 does not fit elsewhere: cpu 800m" in _reasons(waiting, "sparse")
+    # The node it will land on is no candidate meanwhile, and nobody evicts the Pending Pod.
+    assert _reasons(waiting, "dense") == ["takes Pods of the nodes planned to drain first"]
+    assert all(("shop", "r1") not in keys for keys in waiting.evict.values())
+
+
+def test_a_pending_pod_that_fits_nowhere_changes_nothing() -> None:
+    pods = [pod("d1", "dense", 3), pod("s1", "sparse", 0.8), _pending("huge", 9)]
+    assert _plan([node("dense"), node("sparse")], pods).freeable == ("sparse",)
