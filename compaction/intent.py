@@ -80,17 +80,25 @@ class ParsedIntent:
     detail: str = ""
 
 
-def parse_intent(text: str | bytes) -> ParsedIntent:
-    """Read an annotation value; never raises, every failure is reported in ``error``."""
+def load_versioned(text: str | bytes, version: int
+                   ) -> tuple[dict[str, Any], None, str] | tuple[None, IntentError, str]:
+    """A versioned annotation's JSON object, or why it is not one (never raises)."""
     try:
         raw = orjson.loads(text)
     except orjson.JSONDecodeError as e:
-        return ParsedIntent(None, IntentError.MALFORMED, f"not JSON: {e}")
+        return None, IntentError.MALFORMED, f"not JSON: {e}"
     if not isinstance(raw, dict):
-        return ParsedIntent(None, IntentError.MALFORMED, "not a JSON object")
-    version = raw.get("v")
-    if version != VERSION:
-        return ParsedIntent(None, IntentError.UNKNOWN_VERSION, f"version {version!r}")
+        return None, IntentError.MALFORMED, "not a JSON object"
+    if raw.get("v") != version:
+        return None, IntentError.UNKNOWN_VERSION, f"version {raw.get('v')!r}"
+    return raw, None, ""
+
+
+def parse_intent(text: str | bytes) -> ParsedIntent:
+    """Read an annotation value; never raises, every failure is reported in ``error``."""
+    raw, error, detail = load_versioned(text, VERSION)
+    if raw is None:
+        return ParsedIntent(None, error, detail)
     policy, labels, sched = raw.get("policy"), raw.get("labels", {}), raw.get("schedulerName")
     if not isinstance(policy, str) or not policy:
         return ParsedIntent(None, IntentError.MALFORMED, "policy must be a non-empty string")

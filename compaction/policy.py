@@ -117,22 +117,21 @@ class DeschedulerSpec:
 
 
 @dataclass(frozen=True)
-class Policy:
+class PolicyBase:
+    """What a policy of every kind has: identity, whether it takes part, weight and scope."""
+
     name: str
-    namespace: str = ""  # set for a CompactionPolicy, which covers this namespace only
+    namespace: str = ""  # set for a namespaced kind, which covers this namespace only
     uid: str = ""
     generation: int = 0
     creation_timestamp: datetime.datetime | None = None
     enabled: bool = True
     weight: int = 0
     scope: Scope = Scope()
-    scheduler: SchedulerSpec = SchedulerSpec()
-    set_labels_by_eviction: bool = False
-    descheduler: DeschedulerSpec = DeschedulerSpec()
 
     @property
     def kind(self) -> str:
-        return names.NAMESPACED_POLICY_KIND if self.namespace else names.POLICY_KIND
+        raise NotImplementedError
 
     @property
     def key(self) -> str:
@@ -140,6 +139,17 @@ class Policy:
         the last rule of precedence tell policies apart."""
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind}/{where}{self.name}"
+
+
+@dataclass(frozen=True)
+class Policy(PolicyBase):
+    scheduler: SchedulerSpec = SchedulerSpec()
+    set_labels_by_eviction: bool = False
+    descheduler: DeschedulerSpec = DeschedulerSpec()
+
+    @property
+    def kind(self) -> str:
+        return names.NAMESPACED_POLICY_KIND if self.namespace else names.POLICY_KIND
 
     @property
     def id(self) -> str:

@@ -31,6 +31,7 @@ from typing import Any, Final
 import orjson
 
 from compaction.evaluation import DEFAULT, Evaluation
+from compaction.intent import IntentError, load_versioned
 from compaction.limit_range import Container, LimitRange, fingerprint, violations, with_defaults
 from compaction.precedence import resource_rank
 from compaction.quantity import parse_quantity
@@ -212,51 +213,40 @@ def check(containers: Sequence[TemplateContainer], choices: Sequence[Choice],
     return None
 
 
-class PlanError(StrEnum):
-    MALFORMED = "malformed"
-    UNKNOWN_VERSION = "unknown_version"
-    HASH_MISMATCH = "hash_mismatch"
-
-
 @dataclass(frozen=True)
 class ParsedPlan:
     plan: ResourcePlan | None
-    error: PlanError | None = None
+    error: IntentError | None = None  # the intent's reasons: one metric counts both
     detail: str = ""
 
 
 def parse_resource_plan(text: str | bytes) -> ParsedPlan:
     """Read an annotation value; never raises, every failure is reported in ``error``."""
-    try:
-        raw = orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        return ParsedPlan(None, PlanError.MALFORMED, f"not JSON: {e}")
-    if not isinstance(raw, dict):
-        return ParsedPlan(None, PlanError.MALFORMED, "not a JSON object")
-    if raw.get("v") != VERSION:
-        return ParsedPlan(None, PlanError.UNKNOWN_VERSION, f"version {raw.get('v')!r}")
+    raw, error, detail = load_versioned(text, VERSION)
+    if raw is None:
+        return ParsedPlan(None, error, detail)
     containers, ranges = raw.get("containers"), raw.get("limitRanges", "")
     if not isinstance(containers, dict) or not isinstance(ranges, str):
-        return ParsedPlan(None, PlanError.MALFORMED, "containers must be an object")
+        return ParsedPlan(None, IntentError.MALFORMED, "containers must be an object")
     out: dict[str, ContainerResources] = {}
     for name, entry in containers.items():
         if not isinstance(entry, dict) or set(entry) - set(FIELDS):
-            return ParsedPlan(None, PlanError.MALFORMED, f"container {name!r} malformed")
+            return ParsedPlan(None, IntentError.MALFORMED, f"container {name!r} malformed")
         values: dict[str, dict[str, str]] = {}
         for which in FIELDS:
             part = entry.get(which, {})
             if not isinstance(part, dict) or not all(
                     isinstance(k, str) and isinstance(v, str) for k, v in part.items()):
-                return ParsedPlan(None, PlanError.MALFORMED, f"{name}.{which} malformed")
+                return ParsedPlan(None, IntentError.MALFORMED, f"{name}.{which} malformed")
             try:
                 for v in part.values():
                     parse_quantity(v)
             except ValueError as e:
-                return ParsedPlan(None, PlanError.MALFORMED, str(e))
+                return ParsedPlan(None, IntentError.MALFORMED, str(e))
             values[which] = part
         out[name] = ContainerResources(name, values["requests"], values["limits"])
     plan = ResourcePlan(out, ranges)
     if raw.get("hash") != plan.hash:
-        return ParsedPlan(None, PlanError.HASH_MISMATCH,
+        return ParsedPlan(None, IntentError.HASH_MISMATCH,
                           f"hash {raw.get('hash')!r} != {plan.hash!r}")
     return ParsedPlan(plan)

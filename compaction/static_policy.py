@@ -8,14 +8,13 @@ once, with its field path, as the compaction policies' reader does (and reuses i
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from compaction import names
-from compaction.policy import Scope
+from compaction.policy import PolicyBase
 from compaction.problem import InvalidPolicy, Problem
 from compaction.quantity import parse_quantity
 from compaction.validation import PolicyReader
@@ -50,25 +49,12 @@ class ContainerResources:
 
 
 @dataclass(frozen=True)
-class StaticPolicy:
-    name: str
-    namespace: str = ""  # set for a StaticPolicy, which covers this namespace only
-    uid: str = ""
-    generation: int = 0
-    creation_timestamp: datetime.datetime | None = None
-    enabled: bool = True
-    weight: int = 0
-    scope: Scope = Scope()
+class StaticPolicy(PolicyBase):
     containers: tuple[ContainerResources, ...] = ()
 
     @property
     def kind(self) -> str:
         return names.STATIC_POLICY_KIND if self.namespace else names.CLUSTER_STATIC_POLICY_KIND
-
-    @property
-    def key(self) -> str:
-        where = f"{self.namespace}/" if self.namespace else ""
-        return f"{self.kind}/{where}{self.name}"
 
 
 def parse_static_policy(obj: Mapping[str, Any]) -> StaticPolicy:

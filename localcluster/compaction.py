@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localcluster.cluster import Cluster
-from localcluster.kube import Kube
+from localcluster.kube import Kube, path
 from localcluster.measure import (
     PodFact,
     Report,
@@ -50,6 +50,14 @@ def _wait(kube: Kube, scenario: Scenario, timeout: float, hook: bool = False) ->
         if settled(kube, scenario) and not (hook and _awaiting_hook(snapshot(kube))):
             return
         time.sleep(0.3)
+
+
+def _plans_more(kube: Kube) -> bool:
+    """The policy's status shows a node it can still free or is draining."""
+    status = kube.get(path("clustercompactionpolicies", name=POLICY,
+                           api="apis/compactor.dev/v1alpha1")).get("status") or {}
+    plan = status.get("plan") or {}
+    return bool(plan.get("freeable") or plan.get("draining"))
 
 
 def _bounced(evicted: list[tuple[str, str]], before: list[PodFact], after: list[PodFact]
@@ -109,10 +117,12 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
             print(f"  run {len(runs):3d}: {len(result.evicted)} evicted, "
                   f"{len(pending_hook)} Pods awaiting the runtime hook, {in_use} nodes in use",
                   flush=True)
-        quiet = quiet + 1 if not result.evicted and not pending_hook else 0
-        # Converged: nothing left to evict, or evictions that no longer free any node (a
-        # Pod that fits nowhere denser comes back to its node: see the README).
-        if quiet >= quiet_runs or (not pending_hook and len(runs) - improved_at >= patience):
+        more = _plans_more(kube)
+        quiet = quiet + 1 if not result.evicted and not pending_hook and not more else 0
+        # Converged: nothing left to evict and nothing more planned, or no node freed for a
+        # while (longer while the controller still plans a drain: one takes a pass to start).
+        stale = len(runs) - improved_at
+        if quiet >= quiet_runs or (not pending_hook and stale >= patience * (3 if more else 1)):
             break
     # The last run's replacements go through admission like any other; let the hook finish.
     _wait(kube, scenario, timeout=60, hook=hook)

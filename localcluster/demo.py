@@ -15,8 +15,8 @@ from pathlib import Path
 
 from localcluster import Cluster, ClusterConfig
 from localcluster.compaction import run
-from localcluster.measure import cpu_millis, plot
-from localcluster.scenario import PROTECTED, small, standard
+from localcluster.measure import cpu_millis, plot, repeats_table
+from localcluster.scenario import PROTECTED, small, spread_overrides, standard
 from localcluster.stack import start_local
 
 
@@ -25,10 +25,16 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="the 6-node scenario of the tests")
     parser.add_argument("--no-wait", action="store_true", help="stop after the report")
     parser.add_argument("--spread", action="store_true",
-                        help="setLabelsByEviction: false: nothing re-admits the spread Pods, "
-                             "the plan alone compacts")
+                        help="setLabelsByEviction: false and thresholds at 100 %%: nothing "
+                             "re-admits the spread Pods, the plan alone compacts")
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
+    parser.add_argument("--repeat", type=int, default=0, metavar="N",
+                        help="run N times, each on a fresh cluster, print the runs side by "
+                             "side and exit")
     args = parser.parse_args()
+    if args.repeat:
+        repeat(args.repeat, args.small, args.spread, args.out)
+        return
     scenario = small() if args.small else standard()
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="compactor-demo-"))
@@ -43,7 +49,7 @@ def main() -> None:
               f"{', '.join(f'{ns}/{n} ({why})' for (ns, n), why in PROTECTED.items())}",
               flush=True)
         print("applying the policy; descheduler runs:", flush=True)
-        overrides = {"setLabelsByEviction": False} if args.spread else {}
+        overrides = spread_overrides(scenario) if args.spread else {}
         outcome = run(cluster, kube, stack, scenario, interval=1.0, log=True, **overrides)
         print("\nCompaction report\n" + outcome.report.table())
         png = plot(outcome.cpu_before, outcome.cpu_after, cpu_millis(scenario.shape.cpu),
@@ -59,6 +65,27 @@ def main() -> None:
             print("press Ctrl-C to stop", flush=True)
             stop.wait()
     print("stopped")
+
+
+def repeat(times: int, small_scenario: bool, spread: bool, out: Path) -> None:
+    """The same run ``times`` times on fresh clusters: how often each target is met."""
+    reports = []
+    for i in range(1, times + 1):
+        scenario = small() if small_scenario else standard()
+        overrides = spread_overrides(scenario) if spread else {}
+        workdir = Path(tempfile.mkdtemp(prefix="compactor-demo-"))
+        with Cluster(ClusterConfig(workdir=workdir)) as cluster:
+            kube, stack = start_local(cluster, workdir / "compactor")
+            reports.append(run(cluster, kube, stack, scenario, interval=1.0,
+                               **overrides).report)
+            kube.close()
+        print(f"run {i}: {reports[-1].nodes_after} nodes after, "
+              f"{reports[-1].futile_evictions} futile evictions", flush=True)
+    table = repeats_table(reports)
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"repeats{'-spread' if spread else ''}{'-small' if small_scenario else ''}.md"
+    (out / name).write_text(table + "\n")
+    print("\n" + table)
 
 
 if __name__ == "__main__":

@@ -180,6 +180,26 @@ class Report:
         return "\n".join(f"  {k:<{width}}  {v}" for k, v in self.rows())
 
 
+def repeats_table(reports: list[Report]) -> str:
+    """Runs side by side as a Markdown table, with how many met each target."""
+    head = ("| run | nodes after | packing around unmovable Pods | FFD packing | lower bound "
+            "| futile evictions | descheduler evictions / movable Pods of freed nodes "
+            "| protected moved, PDB violations | converge |\n" + "|---" * 9 + "|")
+    rows = [f"| {i} | {r.nodes_after} | {r.ffd_around_blockers} | {r.ffd_packing} "
+            f"| {r.lower_bound} | {r.futile_evictions} "
+            f"| {r.descheduler_evictions} / {r.movable_on_freed} "
+            f"| {r.protected_moved}, {r.pdb_violations} | {r.seconds:.0f} s |"
+            for i, r in enumerate(reports, 1)]
+    n = len(reports)
+    met = (f"nodes after = packing around unmovable Pods: "
+           f"{sum(r.nodes_after == r.ffd_around_blockers for r in reports)} of {n}; "
+           f"= FFD packing: {sum(r.nodes_after == r.ffd_packing for r in reports)} of {n}; "
+           f"0 futile: {sum(r.futile_evictions == 0 for r in reports)} of {n}; "
+           f"evictions <= movable Pods of freed nodes: "
+           f"{sum(r.descheduler_evictions <= r.movable_on_freed for r in reports)} of {n}")
+    return "\n".join([head, *rows, "", met])
+
+
 def plot(before: dict[str, int], after: dict[str, int], capacity_millis: int,
          file: Path) -> Path:
     import matplotlib

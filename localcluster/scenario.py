@@ -158,6 +158,15 @@ def settled(kube: Kube, scenario: Scenario) -> bool:
     return live == scenario.expected_pods
 
 
+def spread_overrides(scenario: Scenario) -> dict[str, Any]:
+    """The policy for a spread start that nothing re-admits: setLabelsByEviction false, and
+    thresholds at 100 % so that every node may be a source (with the reference's 65 % the
+    last full nodes stay, as the thresholds say they must)."""
+    descheduler = {**scenario.policy_spec["descheduler"], "highNodeUtilization": {
+        "numberOfNodes": 0, "thresholds": {"cpu": 100, "memory": 100, "pods": 100}}}
+    return {"setLabelsByEviction": False, "descheduler": descheduler}
+
+
 def apply_policy(kube: Kube, scenario: Scenario, **overrides: Any) -> None:
     spec = {**scenario.policy_spec, **overrides}
     kube.apply(path("clustercompactionpolicies", name=POLICY, api="apis/compactor.dev/v1alpha1"),

@@ -1,7 +1,6 @@
 """Compaction from a spread start that nothing re-admits: setLabelsByEviction false, where
 HighNodeUtilization alone finds every node underutilized and does nothing. The plan alone
-compacts it. The thresholds are raised to 100 % so that every node may be a source (with the
-reference's 65 % the last full nodes stay, as the thresholds say they must)."""
+compacts it (``scenario.spread_overrides``: thresholds at 100 %)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import pytest
 
 from localcluster import Cluster, Kube
 from localcluster.compaction import Outcome, run
-from localcluster.scenario import small
+from localcluster.scenario import small, spread_overrides
 from localcluster.stack import CompactorStack
 from tests.e2e.test_compaction import assert_planned_evictions
 
@@ -22,10 +21,8 @@ def outcome(e2e_cluster: Cluster, e2e_kube: Kube,
     stack.start_webhook()
     stack.start_controller()
     scenario = small()
-    descheduler = {**scenario.policy_spec["descheduler"], "highNodeUtilization": {
-        "numberOfNodes": 0, "thresholds": {"cpu": 100, "memory": 100, "pods": 100}}}
     return run(e2e_cluster, e2e_kube, stack, scenario, interval=0.5, max_seconds=300, log=True,
-               setLabelsByEviction=False, descheduler=descheduler)
+               **spread_overrides(scenario))
 
 
 def test_the_plan_alone_compacts_a_spread_cluster_close_to_the_packing(outcome: Outcome) -> None:

@@ -1,0 +1,24 @@
+"""The side-by-side table of repeated compaction runs counts each target as it was met."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from localcluster.measure import Report, repeats_table
+
+BASE = Report(nodes_before=12, nodes_after=7, in_use_before=12, in_use_after=7,
+              ffd_around_blockers=7, ffd_packing=6, lower_bound=5, runtime_evictions=25,
+              descheduler_evictions=4, late_evictions=0, bounced=0, evictions_off_freed=4,
+              movable_on_freed=10, descheduler_runs=5, seconds=21.4, pdb_violations=0,
+              protected_moved=0, nodes_total=12)
+
+
+def test_each_target_is_counted_over_the_runs() -> None:
+    runs = [BASE, replace(BASE, nodes_after=6, late_evictions=2, descheduler_evictions=12)]
+    table = repeats_table(runs)
+    lines = table.splitlines()
+    assert lines[2] == "| 1 | 7 | 7 | 6 | 5 | 0 | 4 / 10 | 0, 0 | 21 s |"
+    assert lines[3] == "| 2 | 6 | 7 | 6 | 5 | 2 | 12 / 10 | 0, 0 | 21 s |"
+    assert lines[-1] == ("nodes after = packing around unmovable Pods: 1 of 2; = FFD packing: "
+                         "1 of 2; 0 futile: 1 of 2; evictions <= movable Pods of freed nodes: "
+                         "1 of 2")
