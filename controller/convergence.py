@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -169,3 +169,18 @@ class ConvergenceState:
 def is_replacement(pod: PodInfo, state: ConvergenceState) -> bool:
     """Created after the hook's last eviction for this workload: an outcome to count."""
     return bool(state.last_eviction and pod.created and pod.created >= state.last_eviction)
+
+
+def outcome(pods: Iterable[PodInfo], state: ConvergenceState) -> PodInfo | None:
+    """The non-compliant replacement the last eviction came back as, if not yet counted.
+
+    One per eviction: the hook evicts one Pod and its ReplicaSet creates one replacement, so
+    other Pods created meanwhile (a scale-up while the webhook was unreachable, say) are not
+    outcomes of that eviction; counting each of them would take one outage for a loop. An
+    observation made after the eviction means its outcome is counted already.
+    """
+    if state.last_eviction is None or any(o.at > state.last_eviction
+                                          for o in state.observations):
+        return None
+    fresh = [p for p in pods if is_replacement(p, state) and p.uid not in state.counted]
+    return min(fresh, key=lambda p: (p.created or state.last_eviction, p.name), default=None)

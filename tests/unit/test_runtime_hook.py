@@ -121,6 +121,29 @@ def test_the_same_outcome_three_times_suppresses_the_workload_with_an_event() ->
     assert isinstance(event, RecordEvent) and event.body["reason"] == "CompactionSuppressed"
 
 
+def test_pods_a_scale_up_creates_after_an_eviction_count_as_one_outcome() -> None:
+    """The webhook unreachable while a workload scales up: three unpatched Pods appear after
+    the hook's last eviction, but an eviction has one replacement, so one observation."""
+    state = ConvergenceState(last_eviction=NOW, intent_hash=INTENT.hash,
+                             intent_since=NOW - datetime.timedelta(minutes=10))
+    later = NOW + datetime.timedelta(seconds=5)
+    scaled = [pod(f"new-{i}", created=later) for i in range(3)]
+    decision = decide(_workload({"compactor.dev/convergence": state.render()}, replicas=3),
+                      POLICY, scaled, {"n1": {}}, LabelSelector(), Memory(), LATER)
+    assert not decision.suppressed
+    saved = [a for a in decision.actions if isinstance(a, Patch)]
+    counted = ConvergenceState.parse(saved[0].body["metadata"]["annotations"])
+    assert len(counted.observations) == 1 and counted.counted == {"uid-new-0"}
+    # The next pass, with the same Pods: that eviction's outcome is counted already.
+    again = decide(_workload({"compactor.dev/convergence": counted.render()}, replicas=3),
+                   POLICY, scaled, {"n1": {}}, LabelSelector(), Memory(),
+                   LATER + datetime.timedelta(seconds=2))
+    recounted = [ConvergenceState.parse(a.body["metadata"]["annotations"])
+                 for a in again.actions if isinstance(a, Patch)
+                 and "compactor.dev/convergence" in a.body["metadata"].get("annotations", {})]
+    assert all(len(s.observations) == 1 for s in recounted)
+
+
 def test_suppression_lifts_when_its_time_is_up() -> None:
     until = ConvergenceState(suppressed_until=NOW).render()
     w = _workload({"compactor.dev/convergence": until}, {"compactor.dev/suppressed": "true"})
