@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.hostile import HostileLoad, admissions, client_context
 from localcluster import Cluster, Kube
+from localcluster.hostile import HostileLoad, admissions, client_context
 from localcluster.kube import path
 from tests.integration.helpers import start_webhook_process
 from tests.unit.webhook_fakes import pod, review

@@ -1,0 +1,504 @@
+"""The whole stack on the local cluster, kept busy, with handles to break each part of it and
+the means to count what a fault cost.
+
+Layout: ``chaos`` holds Deployments scaled up and down all the time (a policy with the
+runtime hook and the descheduler, on a pool of its own); ``hook`` and ``bulk`` hold
+workloads placed before any policy covers them, for the controller kills; ``loop`` is a
+namespace the webhook is never called for, so its workload's replacements come back
+unpatched until loop detection suppresses it. Compactor's webhooks reach the API server
+through one relay and its controllers through another (a fault can slow or cut either), and
+the API server reaches the webhooks through a balancer. Everything listens on loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from compaction import names
+from compaction.intent import Intent, parse_intent
+from controller.convergence import ConvergenceState
+from localcluster import scrape
+from localcluster.audit import AuditLog, evictions, pod_creations
+from localcluster.churn import Churn
+from localcluster.cluster import Cluster, NodeShape
+from localcluster.kube import ApiError, Kube, path, wait_for
+from localcluster.process import Process
+from localcluster.relay import Relay
+from localcluster.reliability import (
+    DeschedulerRun,
+    FaultReport,
+    Limits,
+    duplicate_evictions,
+    failed_window,
+    hook_overlaps,
+    over_limits,
+    p99_ms,
+    takeover,
+)
+from localcluster.stack import (
+    LOCAL_WEBHOOK,
+    CompactorStack,
+    RunningController,
+    wait_webhook_ready,
+)
+from localcluster.timeline import PodTimeline
+
+POLICY_API = "apis/compactor.dev/v1alpha1"
+WEBHOOK_OFF = {"chaos.compactor.test/admission": "off"}
+CONTROLLER_USER = "system:serviceaccount:compactor-system:compactor-controller"
+DESCHEDULER_USER = "system:serviceaccount:compactor-system:compactor-descheduler"
+LEASE_SECONDS = 15.0  # the controller's Lease duration (controller/settings.py)
+LIMITS = Limits(per_node=2, per_namespace=2, total=2)
+PAUSE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    churn_nodes: int = 4
+    static_nodes: int = 3
+    churned: int = 4  # Deployments scaled up and down
+    low: int = 2
+    high: int = 6
+    churn_interval: float = 2.0
+    rollout_every: float = 30.0
+    hook_workloads: int = 4
+    hook_replicas: int = 3
+    bulk_workloads: int = 2
+    bulk_replicas: int = 100
+    converge_timeout: float = 90.0
+    descheduler_interval: float = 5.0
+    webhook_cache_size: int = 64
+    seed: int = 7
+    secrets: dict[str, str] = field(default_factory=dict)  # planted: name -> value
+
+
+def policy_spec(namespace: str, hook: bool, descheduler: bool, *, window: str = "1m",
+                threshold: int = 3, suppression: str = "2m",
+                pool: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "scope": {"namespaceSelector": {"operator": "In", "values": [namespace]},
+                  "workloadTypes": ["Deployment"]},
+        "setLabelsByEviction": hook, "scheduler": {"useManagedScheduler": True},
+        "descheduler": {
+            "enabled": descheduler, "maxNoOfPodsToEvictPerNode": LIMITS.per_node,
+            "maxNoOfPodsToEvictPerNamespace": LIMITS.per_namespace,
+            "maxNoOfPodsToEvictTotal": LIMITS.total, "loopDetectionWindow": window,
+            "loopDetectionThreshold": threshold, "suppressionDuration": suppression,
+            "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 50, "pods": 50}}}}
+    if pool:
+        spec["descheduler"]["nodeSelector"] = {"matchLabels": {"chaos.compactor.test/pool": pool}}
+    return spec
+
+
+def deployment(name: str, replicas: int, pool: str, cpu: str, memory: str,
+               env: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name},
+                                               "annotations": annotations},
+                                  "spec": {"terminationGracePeriodSeconds": 0,
+                                           "nodeSelector": {"chaos.compactor.test/pool": pool},
+                                           "containers": [{
+                                               "name": "app", "image": PAUSE,
+                                               "env": [{"name": k, "value": v}
+                                                       for k, v in env.items()],
+                                               "resources": {"requests": {
+                                                   "cpu": cpu, "memory": memory}}}]}}}}
+
+
+def peak_rss_mib(pid: int | None) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def compliant(pod: dict[str, Any], intent: Intent, scheduler: bool) -> bool:
+    """Admitted (or labelled) with the workload's intent: its labels, the intent annotation,
+    and with ``scheduler`` the compaction scheduler too."""
+    meta = pod["metadata"]
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    parsed = parse_intent(annotations.get(names.INTENT_ANNOTATION, ""))
+    if any(labels.get(k) != v for k, v in intent.labels.items()) or parsed.intent is None \
+            or parsed.intent.hash != intent.hash:
+        return False
+    return not scheduler or intent.scheduler_name is None or \
+        pod["spec"].get("schedulerName") == intent.scheduler_name
+
+
+@dataclass
+class Window:
+    """One fault, from injection to convergence; the fault's code marks what happened."""
+
+    fault: str
+    converge: dict[str, bool]  # namespace -> whether the scheduler must be ours too
+    started: datetime.datetime = field(
+        default_factory=lambda: datetime.datetime.now(datetime.UTC))
+    recovered_at: float | None = None
+    killed: tuple[str, float] | None = None  # (controller identity, when)
+    note: str = ""
+    metrics_before: str = ""
+    loop_before: tuple[bool, str, int] = (False, "", 0)
+
+    def recovered(self) -> None:
+        self.recovered_at = time.time()
+
+
+class LeaseWatch:
+    """Who holds the controller's Lease, polled on a thread: (time, holder) at each change."""
+
+    def __init__(self, kube: Kube, namespace: str = "compactor-system") -> None:
+        self.kube, self.namespace = kube, namespace
+        self.holders: list[tuple[float, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-watch", daemon=True)
+
+    def start(self) -> LeaseWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.kube.close()
+
+    def holder(self) -> str:
+        return self.holders[-1][1] if self.holders else ""
+
+    def _run(self) -> None:
+        url = path("leases", self.namespace, "compactor-controller")
+        while not self._stop.wait(0.2):
+            try:
+                holder = str(self.kube.get(url)["spec"].get("holderIdentity") or "")
+            except (ApiError, httpx.HTTPError, OSError, KeyError):
+                continue
+            if holder != self.holder():
+                self.holders.append((time.time(), holder))
+
+
+class DeschedulerLoop:
+    """The policy's descheduler run every ``interval`` as its CronJob would, on a thread."""
+
+    def __init__(self, stack: CompactorStack, policy: str, interval: float) -> None:
+        self.stack, self.policy, self.interval = stack, policy, interval
+        self.runs: list[DeschedulerRun] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="descheduler", daemon=True)
+
+    def start(self) -> DeschedulerLoop:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(330)
+        self.stack.kube.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            started = time.time()
+            try:
+                run = self.stack.run_descheduler(self.policy)
+            except (RuntimeError, ApiError, httpx.HTTPError, OSError):
+                self.failures += 1  # the API server down: the CronJob's Job would fail too
+                continue
+            self.runs.append(DeschedulerRun(started, time.time(), tuple(run.evicted)))
+
+
+class Chaos:
+    def __init__(self, cluster: Cluster, workdir: Path, config: ChaosConfig) -> None:
+        self.cluster, self.dir, self.config = cluster, workdir, config
+        self.kube = cluster.client()
+        self.stack = CompactorStack(cluster, self.kube, workdir)
+        self.audit = AuditLog(cluster.audit_log)
+        self.webhook_api = Relay([cluster.api_port], "webhook-api")
+        self.controller_api = Relay([cluster.api_port], "controller-api")
+        self.balancer = Relay([], "webhook-balancer")
+        self.webhooks: dict[str, tuple[Process, int]] = {}
+        self.controllers: dict[str, RunningController] = {}
+        self.reports: list[FaultReport] = []
+        self.churned = [f"chaos/web-{i}" for i in range(config.churned)]
+        self.fixed = {**{f"hook/hook-{i}": config.hook_replicas
+                         for i in range(config.hook_workloads)},
+                      **{f"bulk/bulk-{i}": config.bulk_replicas
+                         for i in range(config.bulk_workloads)}, "loop/looper": 1}
+        self.churn: Churn | None = None
+        self.timeline: PodTimeline | None = None
+        self.lease: LeaseWatch | None = None
+        self.descheduler: DeschedulerLoop | None = None
+
+    # --- setup -------------------------------------------------------------------
+
+    def start(self) -> None:
+        c, kube = self.config, self.kube
+        self.cluster.start_controller_manager()
+        self.cluster.start_scheduler()
+        self.cluster.start_kwok()
+        shape = NodeShape(cpu="8", memory="32Gi", pods="110")
+        self.cluster.add_nodes(kube, [f"churn-{i}" for i in range(c.churn_nodes)], shape,
+                               labels={"chaos.compactor.test/pool": "churn"})
+        self.cluster.add_nodes(kube, [f"static-{i}" for i in range(c.static_nodes)], shape,
+                               labels={"chaos.compactor.test/pool": "static"})
+        for relay in (self.webhook_api, self.controller_api, self.balancer):
+            relay.start()
+        self.stack.install()
+        self.add_webhook("webhook-a")
+        self.stack.register_webhook(self.balancer.port, excluded=WEBHOOK_OFF, timeout_seconds=3)
+        self.add_controller("controller-a")
+        wait_for("controller-a leading", lambda: self._holder() == "controller-a", timeout=60)
+        self.add_controller("controller-b")
+        for ns in ("chaos", "hook", "bulk", "loop"):
+            kube.ensure_namespace(ns, WEBHOOK_OFF if ns == "loop" else None,
+                                  default_service_account=True)
+        self._wait_webhook_called()
+        self.apply_policy("chaos", policy_spec("chaos", True, True, pool="churn"))
+        self.apply_policy("loop", policy_spec("loop", True, False, window="15m", threshold=2,
+                                              suppression="1h"))
+        self.stack.start_scheduler()
+        env, notes = self._planted()
+        for workload in self.churned:
+            ns, name = workload.split("/")
+            kube.create(path("deployments", ns), deployment(name, c.low, "churn", "100m",
+                                                            "64Mi", env, notes))
+        for workload, replicas in self.fixed.items():
+            ns, name = workload.split("/")
+            kube.create(path("deployments", ns), deployment(name, replicas, "static", "5m",
+                                                            "8Mi", env, notes))
+        wait_for("every Pod running", self._all_running, timeout=300, interval=1)
+        wait_for("the looping workload suppressed", self._loop_suppressed, timeout=180,
+                 interval=1)
+        self.timeline = PodTimeline(self.cluster.credentials,
+                                    {"chaos", "hook", "bulk", "loop"}).start()
+        self.lease = LeaseWatch(self.cluster.client()).start()
+        self.churn = Churn(self.cluster.credentials, self.churned, c.low, c.low, c.high,
+                           c.churn_interval, c.rollout_every, c.seed).start()
+        desched = CompactorStack(self.cluster, self.cluster.client(), self.dir / "descheduler")
+        self.descheduler = DeschedulerLoop(desched, "chaos", c.descheduler_interval).start()
+
+    def stop(self) -> None:
+        for part in (self.churn, self.descheduler, self.timeline, self.lease):
+            if part is not None:
+                part.stop()
+        for relay in (self.balancer, self.webhook_api, self.controller_api):
+            relay.stop()
+        self.kube.close()
+
+    def _planted(self) -> tuple[dict[str, str], dict[str, str]]:
+        env = {"CHAOS_SECRET": self.config.secrets["env"]} if "env" in self.config.secrets \
+            else {}
+        notes = {"chaos.compactor.test/token": self.config.secrets["annotation"]} \
+            if "annotation" in self.config.secrets else {}
+        return env, notes
+
+    def apply_policy(self, name: str, spec: dict[str, Any]) -> None:
+        self.kube.apply(path("clustercompactionpolicies", name=name, api=POLICY_API), {
+            "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+            "metadata": {"name": name}, "spec": spec})
+
+    def _wait_webhook_called(self) -> None:
+        def called() -> bool:
+            with contextlib.suppress(ApiError):
+                self.kube.create(path("pods", "chaos"), {
+                    "metadata": {"generateName": "probe-"},
+                    "spec": {"containers": [{"name": "c", "image": "p"}]}}, dry_run=True)
+            return self.webhook_value("compactor_admission_requests_total") > 0
+        wait_for("the API server to call the webhook", called, interval=0.3)
+
+    def _all_running(self) -> bool:
+        want = self.config.churned * self.config.low + sum(self.fixed.values())
+        pods = [p for ns in ("chaos", "hook", "bulk", "loop")
+                for p in self.kube.items(path("pods", ns))]
+        return sum(1 for p in pods if p["status"].get("phase") == "Running"
+                   and not p["metadata"].get("deletionTimestamp")) >= want
+
+    def _loop_suppressed(self) -> bool:
+        return self.loop_state()[0]
+
+    # --- handles -----------------------------------------------------------------
+
+    def add_webhook(self, name: str) -> None:
+        proc, port = self.stack.start_webhook_replica(
+            server=self.webhook_api.url,
+            extra_env={"COMPACTOR_WEBHOOK_CACHE_SIZE": str(self.config.webhook_cache_size)})
+        self.webhooks[name] = (proc, port)
+        self.balancer.backends = [p for _, p in self.webhooks.values()]
+
+    def kill_webhook(self, name: str) -> None:
+        self.webhooks[name][0].kill()
+
+    def restart_webhook(self, name: str) -> None:
+        proc, port = self.webhooks[name]
+        proc.start()
+        wait_webhook_ready(proc, port)
+
+    def add_controller(self, identity: str) -> None:
+        self.controllers[identity] = self.stack.start_controller_replica(
+            identity, server=self.controller_api.url)
+
+    def _holder(self) -> str:
+        try:
+            lease = self.kube.get(path("leases", "compactor-system", "compactor-controller"))
+        except ApiError:
+            return ""
+        return str(lease["spec"].get("holderIdentity") or "")
+
+    def leader(self) -> str:
+        return wait_for("a controller leading", lambda: self._holder() or None, timeout=60)
+
+    def kill_controller(self, identity: str) -> float:
+        self.controllers[identity].process.kill()
+        return time.time()
+
+    def restart_controller(self, identity: str) -> None:
+        replica = self.controllers[identity]
+        replica.process.start()
+        replica.wait_ready()
+
+    def webhook_value(self, name: str, match: dict[str, str] | None = None) -> float:
+        total = 0.0
+        for proc, port in self.webhooks.values():
+            if proc.running():
+                with contextlib.suppress(httpx.HTTPError):
+                    text = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False,
+                                     timeout=5).text
+                    total += scrape.value(text, name, match)
+        return total
+
+    def loop_state(self) -> tuple[bool, str, int]:
+        """The looping workload's suppression: (suppressed, until when, observations)."""
+        deploy = self.kube.get(path("deployments", "loop", "looper"))["metadata"]
+        state = ConvergenceState.parse(deploy.get("annotations") or {})
+        suppressed = (deploy.get("labels") or {}).get(names.SUPPRESSED_LABEL) == "true"
+        until = state.suppressed_until.isoformat() if state.suppressed_until else ""
+        return suppressed, until, len(state.observations)
+
+    def noncompliant(self, namespaces: dict[str, bool]) -> list[str]:
+        """Live Pods (namespace/name) of these namespaces' managed Deployments not (yet)
+        admitted with their workload's intent; a namespace whose Deployments carry no intent
+        yet counts as itself."""
+        out = []
+        for ns, scheduler in namespaces.items():
+            intents = {}
+            for d in self.kube.items(path("deployments", ns)):
+                raw = (d["metadata"].get("annotations") or {}).get(names.INTENT_ANNOTATION)
+                parsed = parse_intent(raw or "")
+                if parsed.intent is not None:
+                    intents[d["metadata"]["name"]] = parsed.intent
+            if not intents:
+                out.append(f"{ns} (no intent yet)")
+                continue
+            for p in self.kube.items(path("pods", ns)):
+                app = (p["metadata"].get("labels") or {}).get("app", "")
+                if p["metadata"].get("deletionTimestamp") or app not in intents or \
+                        p["status"].get("phase") in ("Succeeded", "Failed"):
+                    continue
+                if not compliant(p, intents[app], scheduler):
+                    out.append(f"{ns}/{p['metadata']['name']}")
+        return out
+
+    def _strength(self, namespaces: dict[str, bool]) -> str:
+        """Each Deployment's ready/asked replicas, to tell why a run did not converge."""
+        return ", ".join(
+            f"{d['metadata']['name']} {d['status'].get('readyReplicas', 0)}/"
+            f"{d['spec']['replicas']}" for ns in namespaces
+            for d in self.kube.items(path("deployments", ns)))
+
+    # --- measurement ---------------------------------------------------------------
+
+    def _apiserver_metrics(self) -> str:
+        try:
+            return self.kube.raw("/metrics").text
+        except httpx.HTTPError:
+            return ""
+
+    @contextlib.contextmanager
+    def window(self, fault: str, converge: dict[str, bool] | None = None) -> Iterator[Window]:
+        w = Window(fault, converge if converge is not None else {"chaos": True})
+        w.metrics_before = self._apiserver_metrics()
+        w.loop_before = self.loop_state()
+        yield w
+        if w.recovered_at is None:
+            w.recovered()
+        self.reports.append(self._measure(w))
+
+    def _converged_after(self, w: Window) -> float | None:
+        assert w.recovered_at is not None
+        deadline = time.monotonic() + self.config.converge_timeout
+        left: list[str] = []
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ApiError, httpx.HTTPError):
+                left = self.noncompliant(w.converge)
+                if not left:
+                    return max(0.0, time.time() - w.recovered_at)
+            time.sleep(0.5)
+        w.note += (f"; not converged: {len(left)} Pods left ({', '.join(left[:4])}), "
+                   f"replicas ready/asked {self._strength(w.converge)}")
+        dump = {ns: {"deployments": self.kube.items(path("deployments", ns)),
+                     "pods": self.kube.items(path("pods", ns))} for ns in w.converge}
+        (self.dir / f"not-converged-{len(self.reports)}.json").write_bytes(orjson.dumps(dump))
+        return None
+
+    def _measure(self, w: Window) -> FaultReport:
+        converge = self._converged_after(w)
+        time.sleep(2)  # the audit log and the metrics catch up
+        ended = datetime.datetime.now(datetime.UTC)
+        events = self.audit.between(w.started, ended)
+        creations = pod_creations(events, ("chaos", "hook", "bulk", "loop"))
+        granted = evictions(events)
+        metrics = self._apiserver_metrics()
+        hook = [e for e in granted if e.user == CONTROLLER_USER]
+        assert self.timeline is not None and self.churn is not None
+        assert self.descheduler is not None and self.lease is not None
+        churn, fixed, timeline = self.churn, self.fixed, self.timeline
+
+        def desired(workload: str, at: float) -> int:
+            return fixed.get(workload) or churn.desired(workload, at)
+
+        def workload_of(ns: str, name: str) -> str | None:
+            app = timeline.pod_app(ns, name)
+            return f"{ns}/{app}" if app else None
+        start_s, end_s = w.started.timestamp(), ended.timestamp()
+        runs = [r for r in self.descheduler.runs if start_s <= r.started <= end_s]
+        match = {"name": f"{LOCAL_WEBHOOK}.pods.compactor.dev"}
+        hist = scrape.delta(
+            scrape.histogram(metrics, "apiserver_admission_webhook_admission_duration_seconds",
+                             match),
+            scrape.histogram(w.metrics_before,
+                             "apiserver_admission_webhook_admission_duration_seconds", match))
+        fail_open = scrape.value(metrics, "apiserver_admission_webhook_fail_open_count", match)
+        before_open = scrape.value(w.metrics_before,
+                                   "apiserver_admission_webhook_fail_open_count", match)
+        loop_after = self.loop_state()
+        lost = int(w.loop_before[0] and (not loop_after[0] or loop_after[1] != w.loop_before[1])
+                   or loop_after[2] < w.loop_before[2])
+        taken = takeover(self.lease.holders, w.killed[1], w.killed[0]) if w.killed else None
+        return FaultReport(
+            fault=w.fault, pods_created=sum(1 for e in creations if e.ok),
+            creations_failed=sum(1 for e in creations if not e.ok),
+            failed_window_s=failed_window(creations),
+            failed_open=int(fail_open - before_open if fail_open >= before_open else fail_open),
+            admission_p99_ms=p99_ms(scrape.quantile(hist, 0.99)), converge_s=converge,
+            duplicate_evictions=duplicate_evictions(granted),
+            evictions_over_limits=over_limits(runs, LIMITS) + hook_overlaps(
+                timeline.snapshot(), hook, desired, workload_of),
+            suppression_lost=lost, takeover_s=taken, lease_s=LEASE_SECONDS,
+            webhook_rss_mib=max((peak_rss_mib(p.pid) for p, _ in self.webhooks.values()
+                                 if p.running()), default=0.0),
+            controller_rss_mib=max((peak_rss_mib(r.process.pid)
+                                    for r in self.controllers.values()
+                                    if r.process.running()), default=0.0),
+            note=w.note)
