@@ -89,10 +89,12 @@ def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
     noncompliant = [p for p in pods if not is_compliant(p, intent) and p.phase == "Running"]
     before = state
     state = state.seen_intent(intent.hash, now)
-    replacement = outcome(noncompliant, state)
+    replacement = outcome(pods, state)
     if replacement is not None:
-        state = state.observe(fingerprint(workload.uid, intent, replacement), replacement.uid,
-                              now)
+        state = replace(state, judged=now)
+        if not is_compliant(replacement, intent):
+            state = state.observe(fingerprint(workload.uid, intent, replacement),
+                                  replacement.uid, now)
     looping = [o.fingerprint for o in state.observations
                if state.count(o.fingerprint) >= d.loop_detection_threshold]
     if looping:
@@ -123,7 +125,7 @@ def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
         return HookDecision(tuple(actions), skipped=skipped)
     victim = min(candidates, key=lambda p: p.name)
     actions.append(Evict(victim.namespace, victim.name, victim.uid, workload.path, then=(
-        _save(workload, replace(state, last_eviction=now)),)))
+        _save(workload, replace(state, last_eviction=now, judged=None)),)))
     return HookDecision(tuple(actions), skipped=skipped)
 
 
