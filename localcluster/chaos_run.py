@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import signal
 import sys
 import tempfile
 import time
@@ -104,6 +105,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None,
                         help=f"faults to run, of: {' '.join(n for n, _ in FAULTS)}")
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so that every process is still stopped by its PID.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="compactor-chaos-"))
     planted = {"env": f"env-{secrets.token_hex(16)}",
