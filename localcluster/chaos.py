@@ -59,6 +59,10 @@ CONTROLLER_USER = "system:serviceaccount:compactor-system:compactor-controller"
 DESCHEDULER_USER = "system:serviceaccount:compactor-system:compactor-descheduler"
 LEASE_SECONDS = 15.0  # the controller's Lease duration (controller/settings.py)
 LIMITS = Limits(per_node=2, per_namespace=2, total=2)
+FAILED_OPEN = "compactor_admission_failed_open_total"
+# How long after a fault ends the Pods must stay converged: what the load creates right
+# after it (the Deployment controller catching up, say) is judged too.
+OBSERVE_AFTER = 10.0
 PAUSE = "registry.k8s.io/pause:3.10"
 
 
@@ -75,15 +79,16 @@ class ChaosConfig:
     hook_replicas: int = 3
     bulk_workloads: int = 2
     bulk_replicas: int = 100
-    converge_timeout: float = 90.0
+    converge_timeout: float = 120.0
     descheduler_interval: float = 5.0
     webhook_cache_size: int = 64
     seed: int = 7
     secrets: dict[str, str] = field(default_factory=dict)  # planted: name -> value
+    log_level: str = "info"  # of the webhooks and controllers
 
 
 def policy_spec(namespace: str, hook: bool, descheduler: bool, *, window: str = "1m",
-                threshold: int = 3, suppression: str = "2m",
+                threshold: int = 3, suppression: str = "1m",
                 pool: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "scope": {"namespaceSelector": {"operator": "In", "values": [namespace]},
@@ -152,6 +157,7 @@ class Window:
     note: str = ""
     metrics_before: str = ""
     loop_before: tuple[bool, str, int] = (False, "", 0)
+    webhook_failed_open_before: float = 0.0
 
     def recovered(self) -> None:
         self.recovered_at = time.time()
@@ -187,6 +193,32 @@ class LeaseWatch:
                 continue
             if holder != self.holder():
                 self.holders.append((time.time(), holder))
+
+
+class Restarter:
+    """Starts a process again when it exits, as the kubelet restarts a container: for the
+    compaction scheduler, which exits by design when it cannot renew its Lease in time."""
+
+    def __init__(self, processes: list[Process]) -> None:
+        self.processes = processes
+        self.restarts: list[tuple[float, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="restarter", daemon=True)
+
+    def start(self) -> Restarter:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            for proc in self.processes:
+                if not proc.running():
+                    proc.start()
+                    self.restarts.append((time.time(), proc.name))
 
 
 class DeschedulerLoop:
@@ -240,6 +272,7 @@ class Chaos:
         self.timeline: PodTimeline | None = None
         self.lease: LeaseWatch | None = None
         self.descheduler: DeschedulerLoop | None = None
+        self.restarter: Restarter | None = None
 
     # --- setup -------------------------------------------------------------------
 
@@ -288,9 +321,10 @@ class Chaos:
                            c.churn_interval, c.rollout_every, c.seed).start()
         desched = CompactorStack(self.cluster, self.cluster.client(), self.dir / "descheduler")
         self.descheduler = DeschedulerLoop(desched, "chaos", c.descheduler_interval).start()
+        self.restarter = Restarter([self.cluster.process("compactor-scheduler")]).start()
 
     def stop(self) -> None:
-        for part in (self.churn, self.descheduler, self.timeline, self.lease):
+        for part in (self.restarter, self.churn, self.descheduler, self.timeline, self.lease):
             if part is not None:
                 part.stop()
         for relay in (self.balancer, self.webhook_api, self.controller_api):
@@ -333,7 +367,8 @@ class Chaos:
     def add_webhook(self, name: str) -> None:
         proc, port = self.stack.start_webhook_replica(
             server=self.webhook_api.url,
-            extra_env={"COMPACTOR_WEBHOOK_CACHE_SIZE": str(self.config.webhook_cache_size)})
+            extra_env={"COMPACTOR_WEBHOOK_CACHE_SIZE": str(self.config.webhook_cache_size),
+                       "COMPACTOR_WEBHOOK_LOG_LEVEL": self.config.log_level})
         self.webhooks[name] = (proc, port)
         self.balancer.backends = [p for _, p in self.webhooks.values()]
 
@@ -347,7 +382,8 @@ class Chaos:
 
     def add_controller(self, identity: str) -> None:
         self.controllers[identity] = self.stack.start_controller_replica(
-            identity, server=self.controller_api.url)
+            identity, server=self.controller_api.url,
+            extra_env={"COMPACTOR_LOG_LEVEL": self.config.log_level.upper()})
 
     def _holder(self) -> str:
         try:
@@ -410,12 +446,37 @@ class Chaos:
                     out.append(f"{ns}/{p['metadata']['name']}")
         return out
 
+    def suppressed(self, namespaces: dict[str, bool]) -> set[str]:
+        """The namespaces' workloads loop detection has suppressed right now."""
+        return {f"{ns}/{d['metadata']['name']}" for ns in namespaces
+                for d in self.kube.items(path("deployments", ns),
+                                         f"{names.SUPPRESSED_LABEL}=true")}
+
     def _strength(self, namespaces: dict[str, bool]) -> str:
         """Each Deployment's ready/asked replicas, to tell why a run did not converge."""
         return ", ".join(
             f"{d['metadata']['name']} {d['status'].get('readyReplicas', 0)}/"
             f"{d['spec']['replicas']}" for ns in namespaces
             for d in self.kube.items(path("deployments", ns)))
+
+    def secrets_to_find(self) -> dict[str, str]:
+        """The values planted in the run's Pods, the accounts' tokens and each line of the
+        webhook's private key: none may appear in a log."""
+        found = dict(self.config.secrets)
+        for kubeconfig in self.dir.glob("*.kubeconfig"):
+            text = kubeconfig.read_text()
+            if "token:" in text:
+                found[f"token in {kubeconfig.name}"] = text.split("token:", 1)[1].split()[0]
+        lines = [line for line in (self.dir / "webhook.key").read_text().splitlines()
+                 if line and "-----" not in line]
+        for i, line in enumerate(lines):
+            found[f"webhook TLS key, line {i + 1}"] = line
+        return found
+
+    def service_logs(self) -> dict[str, str]:
+        """Every webhook and controller log of the run (restarts append to the same file)."""
+        return {p.name: p.read_text(errors="replace") for p in self.dir.glob("*.log")
+                if p.name.startswith(("webhook", "controller"))}
 
     # --- measurement ---------------------------------------------------------------
 
@@ -430,6 +491,7 @@ class Chaos:
         w = Window(fault, converge if converge is not None else {"chaos": True})
         w.metrics_before = self._apiserver_metrics()
         w.loop_before = self.loop_state()
+        w.webhook_failed_open_before = self.webhook_value(FAILED_OPEN)
         yield w
         if w.recovered_at is None:
             w.recovered()
@@ -439,14 +501,27 @@ class Chaos:
         assert w.recovered_at is not None
         deadline = time.monotonic() + self.config.converge_timeout
         left: list[str] = []
-        while time.monotonic() < deadline:
-            with contextlib.suppress(ApiError, httpx.HTTPError):
-                left = self.noncompliant(w.converge)
-                if not left:
-                    return max(0.0, time.time() - w.recovered_at)
-            time.sleep(0.5)
-        w.note += (f"; not converged: {len(left)} Pods left ({', '.join(left[:4])}), "
-                   f"replicas ready/asked {self._strength(w.converge)}")
+        suppressed: set[str] = set()
+        try:
+            converged: float | None = None
+            while time.monotonic() < deadline:
+                with contextlib.suppress(ApiError, httpx.HTTPError):
+                    suppressed |= self.suppressed(w.converge)
+                    left = self.noncompliant(w.converge)
+                    if left:
+                        converged = None
+                    elif converged is None:
+                        converged = time.time()
+                    if converged is not None and time.time() >= w.recovered_at + OBSERVE_AFTER:
+                        return max(0.0, converged - w.recovered_at)
+                time.sleep(0.5)
+        finally:
+            if suppressed:
+                w.note += (("; " if w.note else "") + "suppressed on the way: "
+                           + ", ".join(sorted(suppressed)))
+        w.note += (("; " if w.note else "") + f"not converged: {len(left)} Pods left "
+                   f"({', '.join(left[:4])}), replicas ready/asked "
+                   f"{self._strength(w.converge)}")
         dump = {ns: {"deployments": self.kube.items(path("deployments", ns)),
                      "pods": self.kube.items(path("pods", ns))} for ns in w.converge}
         (self.dir / f"not-converged-{len(self.reports)}.json").write_bytes(orjson.dumps(dump))
@@ -486,11 +561,20 @@ class Chaos:
         lost = int(w.loop_before[0] and (not loop_after[0] or loop_after[1] != w.loop_before[1])
                    or loop_after[2] < w.loop_before[2])
         taken = takeover(self.lease.holders, w.killed[1], w.killed[0]) if w.killed else None
+        opened = self.webhook_value(FAILED_OPEN)
+        opened = opened - w.webhook_failed_open_before if opened >= \
+            w.webhook_failed_open_before else opened  # a replica restarted: counted anew
+        assert self.restarter is not None
+        restarts = [n for t, n in self.restarter.restarts if start_s <= t <= end_s]
+        if restarts:
+            w.note += (("; " if w.note else "") + f"{restarts[0]} exited and was restarted "
+                       f"{len(restarts)}x (it lost its Lease)")
         return FaultReport(
             fault=w.fault, pods_created=sum(1 for e in creations if e.ok),
             creations_failed=sum(1 for e in creations if not e.ok),
             failed_window_s=failed_window(creations),
             failed_open=int(fail_open - before_open if fail_open >= before_open else fail_open),
+            webhook_failed_open=int(opened),
             admission_p99_ms=p99_ms(scrape.quantile(hist, 0.99)), converge_s=converge,
             duplicate_evictions=duplicate_evictions(granted),
             evictions_over_limits=over_limits(runs, LIMITS) + hook_overlaps(

@@ -81,20 +81,6 @@ def hostile(chaos: Chaos) -> list[tuple[str, Timings, str]]:
              f"{max(h.nonreaders_open):.0f} s")]
 
 
-def planted_secrets(chaos: Chaos) -> dict[str, str]:
-    """The planted values, the accounts' tokens and the webhook's private key."""
-    found = dict(chaos.config.secrets)
-    for kubeconfig in chaos.dir.glob("*.kubeconfig"):
-        text = kubeconfig.read_text()
-        if "token:" in text:
-            found[f"token in {kubeconfig.name}"] = text.split("token:", 1)[1].split()[0]
-    lines = [line for line in (chaos.dir / "webhook.key").read_text().splitlines()
-             if line and "-----" not in line]
-    for i, line in enumerate(lines):
-        found[f"webhook TLS key, line {i + 1}"] = line
-    return found
-
-
 def _print_rows(reports: list[FaultReport]) -> None:
     print("| " + " | ".join(row(reports[-1])) + " |", flush=True)
 
@@ -124,9 +110,7 @@ def main() -> None:
                     fault(chaos)
                     _print_rows(chaos.reports)
             quiet_and_busy = hostile(chaos)
-            found = planted_secrets(chaos)
-            logs = {p.name: p.read_text(errors="replace") for p in chaos.dir.glob("*.log")
-                    if not p.name.startswith("descheduler")}
+            found, logs = chaos.secrets_to_find(), chaos.service_logs()
             leaked = leaks(found, logs)
             churn = chaos.churn
             load = (f"{churn.rollouts} rollouts, {len(churn.scales)} scale changes"

@@ -35,6 +35,7 @@ class FaultReport:
     creations_failed: int
     failed_window_s: float | None  # first to last failed creation
     failed_open: int  # admissions the API server let through without the webhook
+    webhook_failed_open: int  # answered by the webhook without a patch (a lookup timed out)
     admission_p99_ms: float
     converge_s: float | None  # None: not converged within the bound
     duplicate_evictions: int
@@ -126,7 +127,8 @@ def p99_ms(seconds: float) -> float:
     return float("nan") if math.isnan(seconds) else 1000 * seconds
 
 
-COLUMNS = ("fault", "Pods created", "creations failed (window)", "failed open",
+COLUMNS = ("fault", "Pods created", "creations failed (window)",
+           "failed open: API server / webhook",
            "admission p99 ms", "converge s", "duplicate evictions", "evictions above limits",
            "suppression state lost", "takeover s / lease s", "peak RSS MiB webhook / controller")
 
@@ -143,7 +145,8 @@ def row(r: FaultReport) -> tuple[str, ...]:
         failed += f" ({r.failed_window_s:.1f} s)"
     takeover = f"{r.takeover_s:.1f} / {r.lease_s:.0f}" if r.takeover_s is not None else "—"
     return (r.fault + (f" ({r.note})" if r.note else ""), str(r.pods_created), failed,
-            str(r.failed_open), _num(r.admission_p99_ms, 0), _num(r.converge_s, 1, "not"),
+            f"{r.failed_open} / {r.webhook_failed_open}", _num(r.admission_p99_ms, 0),
+            _num(r.converge_s, 1, "not"),
             str(r.duplicate_evictions), str(r.evictions_over_limits), str(r.suppression_lost),
             takeover, f"{r.webhook_rss_mib:.0f} / {r.controller_rss_mib:.0f}")
 
