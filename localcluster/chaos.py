@@ -158,6 +158,7 @@ class Window:
     metrics_before: str = ""
     loop_before: tuple[bool, str, int] = (False, "", 0)
     webhook_failed_open_before: float = 0.0
+    suppressed_before: set[str] = field(default_factory=set)
 
     def recovered(self) -> None:
         self.recovered_at = time.time()
@@ -492,6 +493,7 @@ class Chaos:
         w.metrics_before = self._apiserver_metrics()
         w.loop_before = self.loop_state()
         w.webhook_failed_open_before = self.webhook_value(FAILED_OPEN)
+        w.suppressed_before = self.suppressed(w.converge)
         yield w
         if w.recovered_at is None:
             w.recovered()
@@ -502,6 +504,7 @@ class Chaos:
         deadline = time.monotonic() + self.config.converge_timeout
         left: list[str] = []
         suppressed: set[str] = set()
+        already = w.suppressed_before
         try:
             converged: float | None = None
             while time.monotonic() < deadline:
@@ -516,9 +519,9 @@ class Chaos:
                         return max(0.0, converged - w.recovered_at)
                 time.sleep(0.5)
         finally:
-            if suppressed:
+            if suppressed - already:
                 w.note += (("; " if w.note else "") + "suppressed on the way: "
-                           + ", ".join(sorted(suppressed)))
+                           + ", ".join(sorted(suppressed - already)))
         w.note += (("; " if w.note else "") + f"not converged: {len(left)} Pods left "
                    f"({', '.join(left[:4])}), replicas ready/asked "
                    f"{self._strength(w.converge)}")

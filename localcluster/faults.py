@@ -34,11 +34,13 @@ def webhook_kill(chaos: Chaos, failure_policy: str = "Ignore") -> None:
         time.sleep(2)  # the API server picks the change up asynchronously
     try:
         with chaos.window(label) as w:
+            killed = time.monotonic()
             chaos.kill_webhook("webhook-a")
             _burst(chaos)
             time.sleep(DOWN)
             chaos.restart_webhook("webhook-a")
             w.recovered()
+            w.note = f"down {time.monotonic() - killed:.1f} s"
     finally:
         if failure_policy != "Ignore":
             chaos.stack.register_webhook(chaos.balancer.port, "Ignore", WEBHOOK_OFF, 3)
@@ -54,7 +56,7 @@ def replica_kill(chaos: Chaos) -> None:
         chaos.kill_webhook("webhook-a")
         w.recovered()
         _burst(chaos)
-        time.sleep(DOWN)
+        w.note = "the other serves alone while the run converges"
     chaos.restart_webhook("webhook-a")
 
 
