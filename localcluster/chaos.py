@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,19 +24,19 @@ import httpx
 import orjson
 
 from compaction import names
-from compaction.intent import Intent, parse_intent
+from compaction.intent import parse_intent
 from controller.convergence import ConvergenceState
 from localcluster import scrape
 from localcluster.audit import AuditLog, evictions, pod_creations
+from localcluster.background import DeschedulerLoop, LeaseWatch, Restarter
+from localcluster.chaos_scenario import LIMITS, compliant, deployment, peak_rss_mib, policy_spec
 from localcluster.churn import Churn
 from localcluster.cluster import Cluster, NodeShape
-from localcluster.kube import ApiError, Kube, path, wait_for
+from localcluster.kube import ApiError, path, wait_for
 from localcluster.process import Process
 from localcluster.relay import Relay
 from localcluster.reliability import (
-    DeschedulerRun,
     FaultReport,
-    Limits,
     duplicate_evictions,
     failed_window,
     hook_overlaps,
@@ -58,12 +57,10 @@ WEBHOOK_OFF = {"chaos.compactor.test/admission": "off"}
 CONTROLLER_USER = "system:serviceaccount:compactor-system:compactor-controller"
 DESCHEDULER_USER = "system:serviceaccount:compactor-system:compactor-descheduler"
 LEASE_SECONDS = 15.0  # the controller's Lease duration (controller/settings.py)
-LIMITS = Limits(per_node=2, per_namespace=2, total=2)
 FAILED_OPEN = "compactor_admission_failed_open_total"
 # How long after a fault ends the Pods must stay converged: what the load creates right
 # after it (the Deployment controller catching up, say) is judged too.
 OBSERVE_AFTER = 10.0
-PAUSE = "registry.k8s.io/pause:3.10"
 
 
 @dataclass(frozen=True)
@@ -87,63 +84,6 @@ class ChaosConfig:
     log_level: str = "info"  # of the webhooks and controllers
 
 
-def policy_spec(namespace: str, hook: bool, descheduler: bool, *, window: str = "1m",
-                threshold: int = 3, suppression: str = "1m",
-                pool: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "scope": {"namespaceSelector": {"operator": "In", "values": [namespace]},
-                  "workloadTypes": ["Deployment"]},
-        "setLabelsByEviction": hook, "scheduler": {"useManagedScheduler": True},
-        "descheduler": {
-            "enabled": descheduler, "maxNoOfPodsToEvictPerNode": LIMITS.per_node,
-            "maxNoOfPodsToEvictPerNamespace": LIMITS.per_namespace,
-            "maxNoOfPodsToEvictTotal": LIMITS.total, "loopDetectionWindow": window,
-            "loopDetectionThreshold": threshold, "suppressionDuration": suppression,
-            "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 50, "pods": 50}}}}
-    if pool:
-        spec["descheduler"]["nodeSelector"] = {"matchLabels": {"chaos.compactor.test/pool": pool}}
-    return spec
-
-
-def deployment(name: str, replicas: int, pool: str, cpu: str, memory: str,
-               env: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name},
-                                               "annotations": annotations},
-                                  "spec": {"terminationGracePeriodSeconds": 0,
-                                           "nodeSelector": {"chaos.compactor.test/pool": pool},
-                                           "containers": [{
-                                               "name": "app", "image": PAUSE,
-                                               "env": [{"name": k, "value": v}
-                                                       for k, v in env.items()],
-                                               "resources": {"requests": {
-                                                   "cpu": cpu, "memory": memory}}}]}}}}
-
-
-def peak_rss_mib(pid: int | None) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def compliant(pod: dict[str, Any], intent: Intent, scheduler: bool) -> bool:
-    """Admitted (or labelled) with the workload's intent: its labels, the intent annotation,
-    and with ``scheduler`` the compaction scheduler too."""
-    meta = pod["metadata"]
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    parsed = parse_intent(annotations.get(names.INTENT_ANNOTATION, ""))
-    if any(labels.get(k) != v for k, v in intent.labels.items()) or parsed.intent is None \
-            or parsed.intent.hash != intent.hash:
-        return False
-    return not scheduler or intent.scheduler_name is None or \
-        pod["spec"].get("schedulerName") == intent.scheduler_name
-
-
 @dataclass
 class Window:
     """One fault, from injection to convergence; the fault's code marks what happened."""
@@ -162,94 +102,6 @@ class Window:
 
     def recovered(self) -> None:
         self.recovered_at = time.time()
-
-
-class LeaseWatch:
-    """Who holds the controller's Lease, polled on a thread: (time, holder) at each change."""
-
-    def __init__(self, kube: Kube, namespace: str = "compactor-system") -> None:
-        self.kube, self.namespace = kube, namespace
-        self.holders: list[tuple[float, str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="lease-watch", daemon=True)
-
-    def start(self) -> LeaseWatch:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.kube.close()
-
-    def holder(self) -> str:
-        return self.holders[-1][1] if self.holders else ""
-
-    def _run(self) -> None:
-        url = path("leases", self.namespace, "compactor-controller")
-        while not self._stop.wait(0.2):
-            try:
-                holder = str(self.kube.get(url)["spec"].get("holderIdentity") or "")
-            except (ApiError, httpx.HTTPError, OSError, KeyError):
-                continue
-            if holder != self.holder():
-                self.holders.append((time.time(), holder))
-
-
-class Restarter:
-    """Starts a process again when it exits, as the kubelet restarts a container: for the
-    compaction scheduler, which exits by design when it cannot renew its Lease in time."""
-
-    def __init__(self, processes: list[Process]) -> None:
-        self.processes = processes
-        self.restarts: list[tuple[float, str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="restarter", daemon=True)
-
-    def start(self) -> Restarter:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            for proc in self.processes:
-                if not proc.running():
-                    proc.start()
-                    self.restarts.append((time.time(), proc.name))
-
-
-class DeschedulerLoop:
-    """The policy's descheduler run every ``interval`` as its CronJob would, on a thread."""
-
-    def __init__(self, stack: CompactorStack, policy: str, interval: float) -> None:
-        self.stack, self.policy, self.interval = stack, policy, interval
-        self.runs: list[DeschedulerRun] = []
-        self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="descheduler", daemon=True)
-
-    def start(self) -> DeschedulerLoop:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(330)
-        self.stack.kube.close()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            started = time.time()
-            try:
-                run = self.stack.run_descheduler(self.policy)
-            except (RuntimeError, ApiError, httpx.HTTPError, OSError):
-                self.failures += 1  # the API server down: the CronJob's Job would fail too
-                continue
-            self.runs.append(DeschedulerRun(started, time.time(), tuple(run.evicted)))
 
 
 class Chaos:

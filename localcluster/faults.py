@@ -13,7 +13,8 @@ import uuid
 import httpx
 
 from localcluster.audit import evictions
-from localcluster.chaos import CONTROLLER_USER, WEBHOOK_OFF, Chaos, policy_spec
+from localcluster.chaos import CONTROLLER_USER, WEBHOOK_OFF, Chaos
+from localcluster.chaos_scenario import policy_spec
 from localcluster.kube import ApiError, Kube, path, wait_for
 
 DOWN = 5.0  # seconds a killed process stays down before it is started again
