@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo venv tools lint typecheck unit integration e2e bench bench-e2e clean
+.PHONY: test demo venv tools lint typecheck unit integration e2e bench bench-e2e chaos clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -53,6 +53,11 @@ bench: $(STAMP) tools
 ## bench-e2e: 100 nodes, ~3,000 Pods: reconcile time, peak RSS, API requests/min (not in CI)
 bench-e2e: $(STAMP) tools
 	$(BIN)/python -m localcluster.bench_e2e
+
+## chaos: faults one at a time while the whole stack works, hostile clients, a search of the
+## logs for planted secrets; the tables go to chaos-out/ (not in CI, about 10 minutes)
+chaos: $(STAMP) tools
+	$(BIN)/python -m localcluster.chaos_run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

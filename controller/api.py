@@ -1,7 +1,8 @@
 """The controller's API-server I/O: generic REST on kubernetes-asyncio's ApiClient.
 
 Objects stay plain dicts at this edge and are parsed into our dataclasses by the callers;
-every non-2xx answer becomes an ``ApiError`` carrying the status, mapped here and nowhere else.
+every non-2xx answer becomes an ``ApiError`` carrying the status, and no answer at all one
+with status 0, mapped here and nowhere else.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Final, Protocol
 
+import aiohttp
 import orjson
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
@@ -26,6 +28,7 @@ _PATCH_TYPES: Final = {
 # carried out: it is safe to send again, after the Retry-After the server asked for.
 THROTTLE_ATTEMPTS: Final = 4
 MAX_RETRY_AFTER: Final = 5.0  # seconds; a longer ask is cut to this
+UNREACHABLE: Final = 0  # ApiError.status when no answer came back
 
 
 def retry_after(headers: Any) -> float:
@@ -123,6 +126,11 @@ class Api:
                 self.throttled += 1
                 await asyncio.sleep(retry_after(e.headers))
                 continue
+            except (aiohttp.ClientError, TimeoutError, OSError) as e:
+                # No answer at all (the API server restarting, a connection reset): an error
+                # like any other, so that a pass or a Lease renewal fails and is tried again
+                # instead of the process dying.
+                raise ApiError(UNREACHABLE, "Unreachable", f"{method} {path}: {e!r}") from e
             return result if isinstance(result, dict) else {}
         raise AssertionError("unreachable")
 

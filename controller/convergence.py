@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -112,6 +112,9 @@ class ConvergenceState:
     # admission (and the webhook's owner cache) can have caught up with it.
     intent_hash: str = ""
     intent_since: datetime.datetime | None = None
+    # When the last eviction's replacement was seen and judged (later Pods are not it);
+    # cleared by the next eviction.
+    judged: datetime.datetime | None = None
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> ConvergenceState:
@@ -129,7 +132,7 @@ class ConvergenceState:
         return cls(parse_time(body.get("lastEviction")), obs,
                    frozenset(str(u) for u in body.get("counted", [])),
                    parse_time(body.get("suppressedUntil")), str(body.get("intent", "")),
-                   parse_time(body.get("intentSince")))
+                   parse_time(body.get("intentSince")), parse_time(body.get("judged")))
 
     def render(self) -> str:
         body: dict[str, Any] = {}
@@ -145,6 +148,8 @@ class ConvergenceState:
             body["intent"] = self.intent_hash
         if self.intent_since:
             body["intentSince"] = _stamp(self.intent_since)
+        if self.judged:
+            body["judged"] = _stamp(self.judged)
         return orjson.dumps(body).decode()
 
     def seen_intent(self, intent_hash: str, now: datetime.datetime) -> ConvergenceState:
@@ -169,3 +174,17 @@ class ConvergenceState:
 def is_replacement(pod: PodInfo, state: ConvergenceState) -> bool:
     """Created after the hook's last eviction for this workload: an outcome to count."""
     return bool(state.last_eviction and pod.created and pod.created >= state.last_eviction)
+
+
+def outcome(pods: Iterable[PodInfo], state: ConvergenceState) -> PodInfo | None:
+    """The replacement the last eviction came back as, while not yet judged: the first Pod
+    of the workload created after it, compliant or not.
+
+    One per eviction: the hook evicts one Pod and its ReplicaSet creates one replacement, so
+    the other Pods created after it (a scale-up while the webhook was unreachable, say) say
+    nothing about that eviction; counting each of them would take one outage for a loop.
+    """
+    if state.last_eviction is None or state.judged is not None:
+        return None
+    fresh = [p for p in pods if is_replacement(p, state)]
+    return min(fresh, key=lambda p: (p.created or state.last_eviction, p.name), default=None)

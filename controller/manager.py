@@ -128,4 +128,16 @@ def main() -> None:
         sys.exit(2)
     logging.basicConfig(level=settings.log_level,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    quiet_client_logs()
     asyncio.run(_main(settings))
+
+
+# At DEBUG, kubernetes-asyncio logs every response body whole: Pod specs with their env,
+# Secrets with their keys. Whatever the controller's own level, that logger stays above it.
+BODY_LOGGERS = ("kubernetes_asyncio.client.rest",)
+
+
+def quiet_client_logs() -> None:
+    for name in BODY_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))

@@ -23,7 +23,7 @@ from controller.convergence import (
     ConvergenceState,
     fingerprint,
     is_compliant,
-    is_replacement,
+    outcome,
     skip_reason,
 )
 from controller.events import workload_event
@@ -89,9 +89,12 @@ def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
     noncompliant = [p for p in pods if not is_compliant(p, intent) and p.phase == "Running"]
     before = state
     state = state.seen_intent(intent.hash, now)
-    for pod in noncompliant:
-        if is_replacement(pod, state):
-            state = state.observe(fingerprint(workload.uid, intent, pod), pod.uid, now)
+    replacement = outcome(pods, state)
+    if replacement is not None:
+        state = replace(state, judged=now)
+        if not is_compliant(replacement, intent):
+            state = state.observe(fingerprint(workload.uid, intent, replacement),
+                                  replacement.uid, now)
     looping = [o.fingerprint for o in state.observations
                if state.count(o.fingerprint) >= d.loop_detection_threshold]
     if looping:
@@ -122,7 +125,7 @@ def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
         return HookDecision(tuple(actions), skipped=skipped)
     victim = min(candidates, key=lambda p: p.name)
     actions.append(Evict(victim.namespace, victim.name, victim.uid, workload.path, then=(
-        _save(workload, replace(state, last_eviction=now)),)))
+        _save(workload, replace(state, last_eviction=now, judged=None)),)))
     return HookDecision(tuple(actions), skipped=skipped)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,11 +35,31 @@ def tools_bin() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+# What the audit log keeps when asked for: Pod creations and evictions (who, when, the
+# answer), and the lists Compactor's own accounts make (a relist after a lost watch).
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create]
+    resources: [{group: "", resources: [pods, pods/eviction]}]
+  - level: Metadata
+    verbs: [list]
+    users: ["system:serviceaccount:compactor-system:compactor-controller",
+            "system:serviceaccount:compactor-system:compactor-webhook"]
+  - level: None
+"""
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     workdir: Path
     bin_dir: Path = field(default_factory=tools_bin)
     start_timeout: float = 90.0
+    audit: bool = False  # write AUDIT_POLICY's events to logs/audit.log
+    apiserver_flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +81,8 @@ class Cluster:
         self.server = f"https://127.0.0.1:{self.api_port}"
         self.pki = self.dir / "pki"
         self.kubeconfig = self.dir / "kubeconfig"
+        self.audit_log = self.dir / "logs" / "audit.log"
+        self._health: dict[str, Callable[[], bool]] = {}
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -91,6 +114,15 @@ class Cluster:
 
     def process(self, name: str) -> Process:
         return next(p for p in self.processes if p.name == name)
+
+    def restart(self, name: str, kill: bool = False, down: float = 0.0) -> None:
+        """Stop one component (SIGTERM, or SIGKILL with ``kill``), leave it down ``down``
+        seconds, start it again with the same flags, ports and data, and wait until healthy."""
+        proc = self.process(name)
+        proc.kill() if kill else proc.stop()
+        time.sleep(down)
+        proc.start()
+        proc.wait_healthy(self._health[name], self.config.start_timeout)
 
     def client(self) -> Kube:
         return Kube(self.credentials)
@@ -148,10 +180,17 @@ class Cluster:
             f"--initial-cluster=local=http://127.0.0.1:{peer}",
             "--unsafe-no-fsync=true", "--log-level=warn",
         )
-        proc.wait_healthy(
-            lambda: httpx.get(f"{self.etcd_url}/health", timeout=1).status_code == 200,
-            self.config.start_timeout,
-        )
+        self._health["etcd"] = lambda: httpx.get(f"{self.etcd_url}/health",
+                                                 timeout=1).status_code == 200
+        proc.wait_healthy(self._health["etcd"], self.config.start_timeout)
+
+    def _audit_flags(self) -> list[str]:
+        if not self.config.audit:
+            return []
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json"]
 
     def _start_apiserver(self) -> None:
         p = self.pki
@@ -185,14 +224,17 @@ class Cluster:
             f"--cert-dir={p}",
             "--endpoint-reconciler-type=none",
             "--profiling=false", "--v=1",
+            *self._audit_flags(), *self.config.apiserver_flags,
         )
-        kube = self.client()
-        try:
-            proc.wait_healthy(
-                lambda: kube.raw("/readyz").status_code == 200, self.config.start_timeout
-            )
-        finally:
-            kube.close()
+
+        def ready() -> bool:
+            kube = self.client()
+            try:
+                return kube.raw("/readyz").status_code == 200
+            finally:
+                kube.close()
+        self._health["kube-apiserver"] = ready
+        proc.wait_healthy(ready, self.config.start_timeout)
 
     def _component_flags(self, port: int) -> list[str]:
         return [

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 
 from compaction import kinds
 from compaction.kinds import Kind
@@ -113,6 +114,28 @@ class Kube:
     def items(self, url: str, label_selector: str | None = None) -> list[Obj]:
         params = {"labelSelector": label_selector} if label_selector else None
         return list(self.request("GET", url, params=params).get("items", []))
+
+    def watch(self, url: str, resource_version: str, timeout: float = 60.0
+              ) -> Iterator[tuple[str, Obj]]:
+        """(type, object) of each watch event from ``resource_version`` on, until the server
+        ends the watch after about ``timeout`` seconds; an ERROR event (a 410 among them) is
+        raised as ApiError."""
+        params = {"watch": "1", "resourceVersion": resource_version,
+                  "allowWatchBookmarks": "true", "timeoutSeconds": str(int(timeout))}
+        with self._http.stream("GET", url, params=params,
+                               timeout=httpx.Timeout(10.0, read=timeout + 10)) as resp:
+            if resp.status_code >= 300:
+                resp.read()
+                raise ApiError(resp.status_code, resp.json() if resp.content else {}, "GET",
+                               url)
+            for line in resp.iter_lines():
+                if not line:
+                    continue
+                event = orjson.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise ApiError(int(status.get("code", 500)), status, "WATCH", url)
+                yield str(event.get("type")), event.get("object") or {}
 
     def evict(self, namespace: str, name: str) -> Obj:
         body = {"apiVersion": "policy/v1", "kind": "Eviction",

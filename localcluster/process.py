@@ -62,6 +62,13 @@ class Process:
             time.sleep(0.1)
         raise StartupError(f"{self.name} not healthy after {timeout:.0f}s:\n{self.tail()}")
 
+    def kill(self) -> None:
+        """SIGKILL to this one PID (a crash: no shutdown handler runs), then reap it."""
+        if self._popen is None or self._popen.poll() is not None:
+            return
+        self._popen.kill()
+        self._popen.wait(10)
+
     def stop(self, grace: float = 10.0) -> None:
         """Terminate this one PID (never a group or a name), then kill it if it lingers."""
         if self._popen is None or self._popen.poll() is not None:

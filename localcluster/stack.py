@@ -46,11 +46,15 @@ def service_account_token(kube: Kube, namespace: str, name: str) -> str:
     return str(resp["status"]["token"])
 
 
-def token_kubeconfig(cluster: Cluster, token: str, file: Path) -> Path:
+def token_kubeconfig(cluster: Cluster, token: str, file: Path, server: str | None = None
+                     ) -> Path:
+    """A kubeconfig with ``token``, for the API server or ``server`` (a relay in front of it,
+    whose address its certificate also covers)."""
     file.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "sa",
         "clusters": [{"name": "local", "cluster": {
-            "server": cluster.server, "certificate-authority": str(cluster.pki / "ca.crt")}}],
+            "server": server or cluster.server,
+            "certificate-authority": str(cluster.pki / "ca.crt")}}],
         "users": [{"name": "sa", "user": {"token": token}}],
         "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
     }))
@@ -94,14 +98,16 @@ class RunningWebhook:
 
 
 def start_webhook_process(cluster: Cluster, kube: Kube, workdir: Path, cert: Path, key: Path,
-                          extra_env: dict[str, str] | None = None) -> tuple[Process, int]:
+                          extra_env: dict[str, str] | None = None, port: int | None = None,
+                          server: str | None = None) -> tuple[Process, int]:
     """``python -m webhook`` as its own process, with the compactor-webhook ServiceAccount's
-    token (so RBAC is real); returns once it answers /readyz."""
+    token (so RBAC is real); returns once it answers /readyz. ``server``: reach the API
+    server through this address instead."""
     kube.ensure_namespace("compactor-system")
     apply_file(kube, ROOT / "deploy" / "rbac" / "webhook.yaml")
     token = service_account_token(kube, "compactor-system", "compactor-webhook")
-    kubeconfig = token_kubeconfig(cluster, token, workdir / "webhook.kubeconfig")
-    port = free_port()
+    kubeconfig = token_kubeconfig(cluster, token, workdir / "webhook.kubeconfig", server)
+    port = port or free_port()
     env = {**os.environ, "COMPACTOR_WEBHOOK_HOST": "127.0.0.1",
            "COMPACTOR_WEBHOOK_PORT": str(port), "COMPACTOR_WEBHOOK_CERT_FILE": str(cert),
            "COMPACTOR_WEBHOOK_KEY_FILE": str(key), "COMPACTOR_WEBHOOK_KUBECONFIG": str(kubeconfig),
@@ -111,14 +117,18 @@ def start_webhook_process(cluster: Cluster, kube: Kube, workdir: Path, cert: Pat
     proc.start()
     cluster.processes.append(proc)
     try:
-        # Any certificate will do for the health check; the API server judges the real one.
-        proc.wait_healthy(lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False,
-                                            timeout=1).status_code == 200, 30)
+        wait_webhook_ready(proc, port)
     except BaseException:
         proc.stop()
         cluster.processes.remove(proc)
         raise
     return proc, port
+
+
+def wait_webhook_ready(proc: Process, port: int, timeout: float = 30) -> None:
+    # Any certificate will do for the health check; the API server judges the real one.
+    proc.wait_healthy(lambda: httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False,
+                                        timeout=1).status_code == 200, timeout)
 
 
 def webhook_configuration(name: str, port: int, selector_value: str,
@@ -164,6 +174,20 @@ def run_webhook(cluster: Cluster, kube: Kube, workdir: Path, selector_value: str
         cluster.processes.remove(proc)
 
 
+LOCAL_WEBHOOK = "compactor-webhook-local"
+
+
+@dataclass(frozen=True)
+class RunningController:
+    process: Process
+    metrics_port: int
+    identity: str
+
+    def wait_ready(self) -> None:
+        self.process.wait_healthy(lambda: httpx.get(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1).status_code == 200, 30)
+
+
 @dataclass(frozen=True)
 class DeschedulerRun:
     evicted: list[tuple[str, str]]  # (namespace/name, node) per eviction
@@ -182,12 +206,18 @@ class CompactorStack:
         self.webhook: RunningWebhook | None = None
 
     def install(self) -> None:
+        """Every CRD of deploy/crds (the controller's pass reads and creates each kind) and
+        the components' RBAC."""
         self.kube.ensure_namespace("compactor-system")
-        crd = yaml.safe_load((ROOT / "deploy" / "crds" /
-                              "compactor.dev_clustercompactionpolicies.yaml").read_text())
-        self.kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]), crd)
-        wait_for("policy API", lambda: self.kube.get("/apis/compactor.dev/v1alpha1")
-                 .get("resources"))
+        plurals = set()
+        for file in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
+            crd = yaml.safe_load(file.read_text())
+            self.kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]),
+                            crd)
+            plurals.add(crd["spec"]["names"]["plural"])
+        wait_for("the compactor.dev kinds served", lambda: plurals <= {
+            r["name"] for r in self.kube.get("/apis/compactor.dev/v1alpha1").get(
+                "resources", [])})
         for name in ("webhook", "controller", "scheduler", "descheduler"):
             apply_file(self.kube, ROOT / "deploy" / "rbac" / f"{name}.yaml")
 
@@ -198,48 +228,78 @@ class CompactorStack:
     def start_webhook(self, cache_ttl: float = 1.0) -> int:
         """Short owner-cache lifetimes by default, so that the controller's intent grace (which
         must outlast them) can be short too and a local run converges in seconds."""
+        proc, port = self.start_webhook_replica(cache_ttl)
+        self.register_webhook(port)
+        self.webhook = RunningWebhook(proc, port, LOCAL_WEBHOOK)
+        _wait_until_called(self.kube, self.webhook, "")
+        return port
+
+    def start_webhook_replica(self, cache_ttl: float = 1.0, server: str | None = None,
+                              extra_env: dict[str, str] | None = None) -> tuple[Process, int]:
+        """One more webhook process, not registered (``register_webhook`` points the API
+        server at it, or at a balancer in front of several)."""
         cert, key = self.cluster.ca.serving(["localhost"], ["127.0.0.1"]).write(
             self.dir, "webhook")
         self.webhook_cache_ttl = cache_ttl
         ttl = str(cache_ttl)
-        proc, port = start_webhook_process(self.cluster, self.kube, self.dir, cert, key, {
+        return start_webhook_process(self.cluster, self.kube, self.dir, cert, key, {
             "COMPACTOR_WEBHOOK_CACHE_TTL_SECONDS": ttl,
-            "COMPACTOR_WEBHOOK_NEGATIVE_TTL_SECONDS": ttl})
-        config = webhook_configuration("compactor-webhook-local", port, "", self.cluster.ca.
-                                       cert_pem)
-        # The install's own selector: every namespace but kube-system and compactor-system.
+            "COMPACTOR_WEBHOOK_NEGATIVE_TTL_SECONDS": ttl, **(extra_env or {})},
+            server=server)
+
+    def register_webhook(self, port: int, failure_policy: str = "Ignore",
+                         excluded: dict[str, str] | None = None, timeout_seconds: int = 5
+                         ) -> None:
+        """The install's webhook configuration at ``https://127.0.0.1:<port>``, with its own
+        selector (every namespace but kube-system, compactor-system and opted-out ones) and
+        namespaces carrying one of the ``excluded`` labels left out too."""
+        config = webhook_configuration(LOCAL_WEBHOOK, port, "", self.cluster.ca.cert_pem,
+                                       failure_policy)
+        config["webhooks"][0]["timeoutSeconds"] = timeout_seconds
         config["webhooks"][0]["namespaceSelector"] = {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
              "values": ["kube-system", "compactor-system"]},
-            {"key": "compactor.dev/ignore", "operator": "NotIn", "values": ["true"]}]}
-        self.kube.apply(path("mutatingwebhookconfigurations", name="compactor-webhook-local"),
-                        config)
-        self.webhook = RunningWebhook(proc, port, "compactor-webhook-local")
-        _wait_until_called(self.kube, self.webhook, "")
-        return port
+            {"key": "compactor.dev/ignore", "operator": "NotIn", "values": ["true"]},
+            *({"key": k, "operator": "NotIn", "values": [v]}
+              for k, v in (excluded or {}).items())]}
+        self.kube.apply(path("mutatingwebhookconfigurations", name=LOCAL_WEBHOOK), config)
 
     def start_controller(self, resync_seconds: float = 2.0,
                          grace_seconds: float | None = None) -> None:
         """``grace_seconds`` defaults to a second past the webhook's cache lifetime; a shorter
         one would evict Pods the webhook judged on a stale owner and report loops that are not."""
+        replica = self.start_controller_replica("compactor-controller-local", resync_seconds,
+                                                grace_seconds, log="controller.log")
+        self.metrics_port = replica.metrics_port
+
+    def start_controller_replica(self, identity: str, resync_seconds: float = 2.0,
+                                 grace_seconds: float | None = None, server: str | None = None,
+                                 log: str | None = None,
+                                 extra_env: dict[str, str] | None = None) -> RunningController:
+        """One controller process under ``identity`` (its Lease holder name); several make
+        one leader and standbys, as the Deployment's replicas do."""
         if grace_seconds is None:
             grace_seconds = self.webhook_cache_ttl + 1
         if grace_seconds <= self.webhook_cache_ttl:
             raise ValueError(f"intent grace {grace_seconds} s must outlast the webhook's owner "
                              f"cache ({self.webhook_cache_ttl} s)")
-        self.metrics_port = free_port()
+        port = free_port()
+        token = service_account_token(self.kube, "compactor-system", "compactor-controller")
+        kubeconfig = token_kubeconfig(self.cluster, token, self.dir / f"{identity}.kubeconfig",
+                                      server)
         env = {**os.environ,
-               "COMPACTOR_CONTROLLER_KUBECONFIG": str(self._kubeconfig("compactor-controller")),
+               "COMPACTOR_CONTROLLER_KUBECONFIG": str(kubeconfig),
                "COMPACTOR_CONTROLLER_RESYNC_SECONDS": str(resync_seconds),
                "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS": str(grace_seconds),
-               "COMPACTOR_CONTROLLER_METRICS_PORT": str(self.metrics_port),
-               "COMPACTOR_CERTS_MODE": "off", "POD_NAME": "compactor-controller-local"}
-        proc = Process("compactor-controller", [sys.executable, "-m", "controller"],
-                       self.dir / "controller.log", env=env)
+               "COMPACTOR_CONTROLLER_METRICS_PORT": str(port),
+               "COMPACTOR_CERTS_MODE": "off", "POD_NAME": identity, **(extra_env or {})}
+        proc = Process(identity, [sys.executable, "-m", "controller"],
+                       self.dir / (log or f"{identity}.log"), env=env)
         proc.start()
         self.cluster.processes.append(proc)
-        proc.wait_healthy(lambda: httpx.get(
-            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1).status_code == 200, 30)
+        replica = RunningController(proc, port, identity)
+        replica.wait_ready()
+        return replica
 
     def controller_metric(self, name: str, **labels: str) -> float:
         text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text

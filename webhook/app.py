@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -48,6 +48,10 @@ def create_app(admitter: Admitter, metrics: Metrics,
         start = time.perf_counter()
         try:
             review = parse_review(await _read_body(request, max_body_bytes))
+        except ClientDisconnect:
+            # The client went, or its connection was closed for sending too slowly: nobody
+            # to answer, and nothing to log.
+            return Response(status_code=400)
         except RejectedRequest as e:
             metrics.rejected.labels(e.reason).inc()
             metrics.requests.labels("rejected").inc()

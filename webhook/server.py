@@ -13,13 +13,14 @@ from starlette.applications import Starlette
 
 from webhook.admission import Admitter
 from webhook.app import create_app
+from webhook.connection import guarded_protocol, loop_factory
 from webhook.errors import LookupFailed
 from webhook.feed import OwnerFeed
 from webhook.kubeapi import KubeReader
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache
 from webhook.settings import Settings
-from webhook.tls import CertificateMismatch, CertReloader, check_names
+from webhook.tls import CertificateMismatch, CertReloader, check_names, harden
 
 
 class Webhook:
@@ -73,12 +74,22 @@ class Webhook:
 
 
 def uvicorn_config(webhook: Webhook) -> uvicorn.Config:
+    """uvicorn with every limit set on purpose (see Settings and webhook/connection.py)."""
     s = webhook.settings
     return uvicorn.Config(
         webhook.app, host=s.host, port=s.port, ssl_certfile=s.cert_file, ssl_keyfile=s.key_file,
         workers=1, access_log=False, log_level=s.log_level, lifespan="on",
         timeout_graceful_shutdown=10,
+        http=guarded_protocol(s.read_timeout_seconds, s.write_timeout_seconds),
+        limit_concurrency=s.max_connections, timeout_keep_alive=s.keep_alive_seconds,
+        h11_max_incomplete_event_size=s.max_header_bytes,
     )
+
+
+def serve(config: uvicorn.Config, tls_handshake_timeout: float) -> None:
+    """``uvicorn.Server.run`` on an event loop that bounds TLS handshakes."""
+    with asyncio.Runner(loop_factory=loop_factory(tls_handshake_timeout)) as runner:
+        runner.run(uvicorn.Server(config).serve())
 
 
 def main() -> None:
@@ -94,7 +105,8 @@ def main() -> None:
     config = uvicorn_config(webhook)
     config.load()  # builds the SSLContext that the reloader refreshes in place
     assert config.ssl is not None
+    harden(config.ssl)
     webhook.reloader = CertReloader(config.ssl, settings.cert_file, settings.key_file,
                                     settings.service_name, settings.service_namespace,
                                     on_load=webhook.metrics.certificate_expiry.set)
-    uvicorn.Server(config).run()
+    serve(config, settings.tls_handshake_timeout_seconds)

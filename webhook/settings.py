@@ -28,6 +28,19 @@ class Settings:
     cert_reload_seconds: float = 5.0
     # Metadata-only watches of the owner kinds: no API call per admission once warm.
     watch_owners: bool = True
+    # Connections (webhook/connection.py). At most this many open connections or requests
+    # in flight; past it, HTTP 503 at once (the API server then fails open) rather than
+    # memory past the container's limit (about 0.3 MiB per connection in a burst).
+    max_connections: int = 256
+    # Idle keep-alive: longer than the API server's own 90 s, so that it is always the one
+    # that closes an idle connection (a server closing first races the client's next request).
+    keep_alive_seconds: int = 120
+    max_header_bytes: int = 16 * 1024
+    tls_handshake_timeout_seconds: float = 5.0
+    # A request must arrive whole this soon after its first byte; an answer the client does
+    # not read must drain this soon. The API server does both at once.
+    read_timeout_seconds: float = 5.0
+    write_timeout_seconds: float = 5.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -70,4 +83,11 @@ class Settings:
             service_namespace=env.get(p + "SERVICE_NAMESPACE") or None,
             cert_reload_seconds=num("CERT_RELOAD_SECONDS", d.cert_reload_seconds),
             watch_owners=flag("WATCH_OWNERS", d.watch_owners),
+            max_connections=int(num("MAX_CONNECTIONS", d.max_connections)),
+            keep_alive_seconds=int(num("KEEP_ALIVE_SECONDS", d.keep_alive_seconds)),
+            max_header_bytes=int(num("MAX_HEADER_BYTES", d.max_header_bytes)),
+            tls_handshake_timeout_seconds=num("TLS_HANDSHAKE_TIMEOUT_SECONDS",
+                                              d.tls_handshake_timeout_seconds),
+            read_timeout_seconds=num("READ_TIMEOUT_SECONDS", d.read_timeout_seconds),
+            write_timeout_seconds=num("WRITE_TIMEOUT_SECONDS", d.write_timeout_seconds),
         )

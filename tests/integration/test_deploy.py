@@ -163,8 +163,14 @@ CAN = [
 CANNOT = [
     ("webhook", "get", "secrets", None), ("webhook", "patch", "pods", "shop"),
     ("webhook", "create", "pods", "shop"), ("webhook", "delete", "pods", "shop"),
+    # It reads owners from their own watches, never Pods: a Pod's env stays with the API server.
+    ("webhook", "list", "pods", None), ("webhook", "watch", "pods", None),
+    ("webhook", "get", "pods", "shop"), ("webhook", "list", "secrets", None),
     ("controller", "get", "secrets", None), ("controller", "get", "secrets", "shop"),
-    ("controller", "delete", "pods", "shop"),
+    ("controller", "list", "secrets", "shop"), ("controller", "list", "secrets", None),
+    ("controller", "watch", "secrets", None), ("controller", "list", "secrets",
+                                                "compactor-system"),
+    ("controller", "delete", "pods", "shop"), ("controller", "deletecollection", "pods", "shop"),
     ("controller", "patch", "mutatingwebhookconfigurations/someone-else", None),
     ("controller", "create", "mutatingwebhookconfigurations", None),
     ("controller", "create", "cronjobs.batch", "shop"),
@@ -229,6 +235,46 @@ def test_the_controller_account_may_patch_pod_metadata_but_never_pod_spec(
                  "application/merge-patch+json", headers=as_controller)
     assert _spec_patch_denied(kube, rs_url, as_controller, {"replicas": 2}, {"replicas": 1})
     assert kube.get(rs_url)["spec"]["replicas"] == 1
+
+
+def _status_with_token(cluster: Cluster, token: str, method: str, url: str) -> int:
+    """What the API server answers a component's own ServiceAccount token, no impersonation."""
+    tls = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
+    with httpx.Client(base_url=cluster.server, verify=tls,
+                      headers={"Authorization": f"Bearer {token}"}, timeout=10) as client:
+        return client.request(method, url).status_code
+
+
+def test_the_accounts_real_tokens_are_refused_pods_secrets_and_deletion(
+        installed: None, cluster: Cluster, kube: Kube, namespace: str) -> None:
+    """The same refusals as the can-i tables, made by the accounts' own tokens: the webhook
+    lists no Pod anywhere, the controller reads no Secret outside its namespace and deletes
+    no Pod; each next to a request the same token may make, so a refusal is the role's."""
+    kube.create(path("deployments", namespace), deployment("kept", 1))
+    (pod,) = wait_for("running", lambda: running_pods(kube, namespace, "app=kept", 1))
+    kube.create(path("secrets", namespace), {"metadata": {"name": "app-secret"},
+                                             "stringData": {"password": "x"}})
+    webhook = service_account_token(kube, "compactor-system", "compactor-webhook")
+    controller = service_account_token(kube, "compactor-system", "compactor-controller")
+    pod_url = path("pods", namespace, pod["metadata"]["name"])
+    cases = [
+        (webhook, "GET", path("replicasets", namespace), 200),
+        (webhook, "GET", path("pods"), 403),
+        (webhook, "GET", path("pods", namespace), 403),
+        (webhook, "GET", pod_url, 403),
+        (webhook, "GET", path("secrets", namespace, "app-secret"), 403),
+        (controller, "GET", path("secrets", "compactor-system", "absent-but-allowed"), 404),
+        (controller, "GET", path("secrets", namespace, "app-secret"), 403),
+        (controller, "GET", path("secrets", namespace), 403),
+        (controller, "GET", path("secrets"), 403),
+        (controller, "GET", pod_url, 200),
+        (controller, "DELETE", pod_url, 403),
+        (controller, "DELETE", path("pods", namespace), 403),
+    ]
+    got = [(method, url, _status_with_token(cluster, token, method, url))
+           for token, method, url, _ in cases]
+    assert [status for _, _, status in got] == [want for *_, want in cases], got
+    assert kube.get(pod_url)["metadata"]["uid"] == pod["metadata"]["uid"]
 
 
 def test_the_controller_account_may_set_its_drain_taint_on_a_node_and_nothing_else(

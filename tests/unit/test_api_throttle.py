@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+import aiohttp
 import pytest
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from controller.api import THROTTLE_ATTEMPTS, Api, ApiError, retry_after
+from controller.api import THROTTLE_ATTEMPTS, UNREACHABLE, Api, ApiError, retry_after
 
 
 class _Client:
@@ -74,3 +75,27 @@ async def test_other_errors_with_mocked_client_are_not_retried(slept: list[float
 ])
 def test_retry_after_is_read_and_capped(headers: dict[str, str] | None, seconds: float) -> None:
     assert retry_after(headers) == seconds
+
+
+class _Unreachable:
+    """Raises what aiohttp raises when nothing listens, or when a connection is reset."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def call_api(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise self.error
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("error", [
+    aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443"),
+    ConnectionResetError(104, "Connection reset by peer"),
+    TimeoutError()], ids=["refused", "reset", "timeout"])
+async def test_no_answer_from_a_mocked_client_is_an_api_error_not_a_crash(
+        error: Exception) -> None:
+    api = Api(_Unreachable(error))  # type: ignore[arg-type]
+    with pytest.raises(ApiError) as e:
+        await api.request("GET", "/apis/coordination.k8s.io/v1/namespaces/x/leases/y")
+    assert e.value.status == UNREACHABLE and e.value.reason == "Unreachable"
+    assert "/leases/y" in e.value.message

@@ -121,6 +121,56 @@ def test_the_same_outcome_three_times_suppresses_the_workload_with_an_event() ->
     assert isinstance(event, RecordEvent) and event.body["reason"] == "CompactionSuppressed"
 
 
+def _after(state: ConvergenceState, pods: list[PodInfo], at: datetime.datetime,
+           replicas: int = 3) -> ConvergenceState:
+    """The state a pass saves (or the same state when it saves none)."""
+    decision = decide(_workload({"compactor.dev/convergence": state.render()}, replicas=replicas),
+                      POLICY, pods, {"n1": {}}, LabelSelector(), Memory(), at)
+    assert not decision.suppressed
+    # The last save wins: the one an eviction carries out after it, if the pass evicts.
+    actions = [b for a in decision.actions
+               for b in ((a, *a.then) if isinstance(a, Evict) else (a,))]
+    saved = [a for a in actions if isinstance(a, Patch)
+             and "compactor.dev/convergence" in a.body["metadata"].get("annotations", {})]
+    return ConvergenceState.parse(saved[-1].body["metadata"]["annotations"]) if saved else state
+
+
+EVICTED = ConvergenceState(last_eviction=NOW, intent_hash=INTENT.hash,
+                           intent_since=NOW - datetime.timedelta(minutes=10))
+SOON = NOW + datetime.timedelta(seconds=1)
+
+
+def test_pods_a_scale_up_creates_after_an_eviction_count_as_one_outcome() -> None:
+    """The webhook unreachable while a workload scales up: three unpatched Pods appear after
+    the hook's last eviction, but an eviction has one replacement, so one observation."""
+    # (One still starting, so that the pass judges and does not evict again.)
+    scaled = [pod(f"new-{i}", created=SOON, ready=i < 2) for i in range(3)]
+    state = _after(EVICTED, scaled, LATER)
+    assert len(state.observations) == 1 and state.counted == {"uid-new-0"}
+    assert state.judged == LATER
+    again = _after(state, scaled, LATER + datetime.timedelta(seconds=2))
+    assert len(again.observations) == 1  # judged already: the other two are not outcomes
+
+
+def test_a_compliant_replacement_is_the_outcome_and_later_pods_are_not() -> None:
+    replaced = [pod("replacement", compliant=True, created=SOON),
+                pod("scaled-later", created=NOW + datetime.timedelta(seconds=30), ready=False)]
+    state = _after(EVICTED, replaced, LATER, replicas=2)
+    assert state.observations == () and state.judged == LATER
+
+
+def test_the_next_eviction_waits_for_its_own_outcome() -> None:
+    """A pass that judges an outcome and evicts again clears the judgement with the eviction:
+    the new replacement is judged in its turn."""
+    first = _after(EVICTED, [pod("r1", created=SOON), pod("b")], LATER, replicas=2)
+    assert first.last_eviction == LATER and first.judged is None
+    assert len(first.observations) == 1
+    later = LATER + datetime.timedelta(seconds=5)
+    second = _after(first, [pod("r2", created=LATER + datetime.timedelta(seconds=1),
+                                ready=False), pod("r1")], later, replicas=2)
+    assert len(second.observations) == 2 and second.judged == later
+
+
 def test_suppression_lifts_when_its_time_is_up() -> None:
     until = ConvergenceState(suppressed_until=NOW).render()
     w = _workload({"compactor.dev/convergence": until}, {"compactor.dev/suppressed": "true"})
