@@ -16,6 +16,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 Obj = dict[str, Any]
+Page = tuple[list[Obj], str]  # a list page's items and the list's resourceVersion
 FIELD_MANAGER: Final = "compactor-controller"
 _PATCH_TYPES: Final = {
     "merge": "application/merge-patch+json",
@@ -26,6 +27,7 @@ _PATCH_TYPES: Final = {
 # carried out: it is safe to send again, after the Retry-After the server asked for.
 THROTTLE_ATTEMPTS: Final = 4
 MAX_RETRY_AFTER: Final = 5.0  # seconds; a longer ask is cut to this
+PAGE: Final = 500  # objects per page of a paginated list
 
 
 def retry_after(headers: Any) -> float:
@@ -59,17 +61,20 @@ class ReadApi(Protocol):
     async def list(self, path: str, label_selector: str | None = None
                    ) -> tuple[list[Obj], str]: ...
 
+    def pages(self, path: str, label_selector: str | None = None,
+              limit: int = PAGE) -> AsyncIterator[Page]: ...
+
     async def version(self) -> str: ...
 
 
 class WatchApi(Protocol):
     """What a watch cache needs."""
 
-    async def list(self, path: str, label_selector: str | None = None
-                   ) -> tuple[list[Obj], str]: ...
+    def pages(self, path: str, label_selector: str | None = None,
+              limit: int = PAGE) -> AsyncIterator[Page]: ...
 
-    def watch(self, path: str, resource_version: str,
-              timeout_seconds: int = 300) -> AsyncIterator[tuple[str, Obj]]: ...
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+              label_selector: str | None = None) -> AsyncIterator[tuple[str, Obj]]: ...
 
 
 class WriteApi(Protocol):
@@ -142,6 +147,24 @@ class Api:
         out = await self.request("GET", path, query=query)
         return list(out.get("items") or []), str(out.get("metadata", {}).get("resourceVersion", ""))
 
+    async def pages(self, path: str, label_selector: str | None = None,
+                    limit: int = PAGE) -> AsyncIterator[Page]:
+        """A list in pages of ``limit`` (one consistent snapshot): each page's items and the
+        list's resourceVersion. An expired continue token raises ApiError(410)."""
+        token = ""
+        while True:
+            query = {"limit": str(limit)}
+            if label_selector:
+                query["labelSelector"] = label_selector
+            if token:
+                query["continue"] = token
+            out = await self.request("GET", path, query=query)
+            meta = out.get("metadata") or {}
+            yield list(out.get("items") or []), str(meta.get("resourceVersion", ""))
+            token = str(meta.get("continue") or "")
+            if not token:
+                return
+
     async def create(self, path: str, obj: Obj) -> Obj:
         return await self.request("POST", path, obj)
 
@@ -167,11 +190,13 @@ class Api:
     async def version(self) -> str:
         return str((await self.get("/version")).get("gitVersion", ""))
 
-    async def watch(self, path: str, resource_version: str,
-                    timeout_seconds: int = 300) -> AsyncIterator[tuple[str, Obj]]:
+    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+                    label_selector: str | None = None) -> AsyncIterator[tuple[str, Obj]]:
         """Watch events after ``resource_version``; raises ApiError(410) when it has expired."""
         query = [("watch", "1"), ("resourceVersion", resource_version),
                  ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout_seconds))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
         self.requests += 1
         try:
             resp = await self.client.call_api(

@@ -23,6 +23,7 @@ from controller.planner import DRAIN_TIMEOUT
 from controller.reader import Reader
 from controller.runtime import RuntimeSettings
 from controller.runtime_hook import INTENT_GRACE
+from controller.settings import PATCH_CONCURRENCY
 
 __all__ = ["Reconciler", "Summary"]
 
@@ -39,10 +40,13 @@ class Reconciler:
                  intent_grace: datetime.timedelta = INTENT_GRACE,
                  drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
                  default_evaluation: bool = True,
-                 clock: Callable[[], datetime.datetime] = _utc_now) -> None:
+                 clock: Callable[[], datetime.datetime] = _utc_now,
+                 patch_concurrency: int = PATCH_CONCURRENCY,
+                 pass_budget: float | None = None) -> None:
         self.metrics = metrics or ControllerMetrics()
         self.reader = Reader(api, namespace, informers)
-        self.executor = Executor(api, self.metrics)
+        self.executor = Executor(api, self.metrics, patch_concurrency, pass_budget,
+                                 observe=informers.observe if informers else None)
         self.settings = PlanSettings(runtime, namespace, intent_grace, drain_timeout,
                                      default_evaluation)
         self.memory = Memory()

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from controller.api import ApiError
+from controller.api import ApiError, Page
 from controller.informer import Informers
-from controller.reader import CACHED, JOBS, PODS, POLICIES, REPLICA_SETS, Reader
+from controller.reader import JOBS, PODS, POLICIES, REPLICA_SETS, Reader
+from controller.sources import sources
 
 POLICY = {"apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
           "metadata": {"name": "p", "uid": "u", "generation": 1,
@@ -37,12 +38,16 @@ class RecordingApi:
             return list(self.policies), "1"
         return ([POD] if path == PODS else []), "3"
 
+    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500
+                    ) -> AsyncIterator[Page]:
+        yield await self.list(path, label_selector)
+
     async def version(self) -> str:
         self.calls.append(("version", ""))
         return "v1.36.3"
 
-    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300
-              ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+              label_selector: str | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         return self._quiet()
 
     async def _quiet(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
@@ -58,7 +63,7 @@ async def test_pods_and_owners_come_from_synced_caches_and_equal_a_fresh_read() 
     api = RecordingApi()
     fresh = await Reader(api).read()
     assert api.listed(PODS) == 1
-    informers = Informers(api, waking=[], cached=CACHED)
+    informers = Informers(api, sources("compactor-system"))
     stop = asyncio.Event()
     task = asyncio.create_task(informers.run(stop))
     while any(informers.synced(p) is None for p in (PODS, REPLICA_SETS, JOBS)):
