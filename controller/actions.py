@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from compaction.problem import Problem
-from controller.planner import DrainPlan
+from controller.planner import DrainMemo, DrainPlan
 
 
 class Target(StrEnum):
@@ -99,6 +99,7 @@ class Plan:
     drains: tuple[DrainPlan, ...] = ()  # the planner's plan, per active policy
     # One line per workload whose winning policy changes: winner, strongest loser, the rule.
     selections: tuple[str, ...] = ()
+    drain_memo: DrainMemo | None = None  # for the next pass's plan to reuse
 
     def of(self, kind: type[Any]) -> list[Any]:
         """The actions of one type, in order (for tests and logs)."""

@@ -7,8 +7,8 @@ costs nothing but one more pass. Follow-ups of an action run only after it succe
 
 A run of metadata patches of one target (the Pods of every workload, say) has no order among
 its members, so it runs ``concurrency`` at a time: the API server's priority and fairness
-queues them, and a 429 is waited out by ``controller.api``. Pod patches not started within a
-pass's ``budget`` are left to the next pass, which the summary asks for at once, so that no
+queues them, and a 429 is waited out by ``controller.api``. Pod patches not started by a
+pass's deadline are left to the next pass, which the summary asks for at once, so that no
 pass holds the controller for long while thousands of Pods converge.
 """
 
@@ -81,21 +81,21 @@ def batches(actions: Iterable[Action]) -> list[Sequence[Action]]:
 
 class Executor:
     def __init__(self, api: WriteApi, metrics: ControllerMetrics,
-                 concurrency: int = PATCH_CONCURRENCY, budget: float | None = None,
+                 concurrency: int = PATCH_CONCURRENCY,
                  clock: Callable[[], float] = time.monotonic,
                  observe: Callable[[Obj], None] | None = None) -> None:
         """``observe`` is handed every object a write answered with (the watch caches keep
         it, so the next pass never plans from the state before this write)."""
         self.api, self.metrics = api, metrics
         self.observe = observe or (lambda _: None)
-        self.concurrency, self.budget, self.clock = max(1, concurrency), budget, clock
+        self.concurrency, self.clock = max(1, concurrency), clock
 
-    async def execute(self, plan: Plan, memory: Memory, now: datetime.datetime
-                      ) -> tuple[Summary, Memory]:
+    async def execute(self, plan: Plan, memory: Memory, now: datetime.datetime,
+                      deadline: float | None = None) -> tuple[Summary, Memory]:
+        """``deadline`` (on ``clock``): no Pod patch starts after it."""
         summary = Summary(managed=dict(plan.managed), invalid=dict(plan.invalid))
         for line in plan.selections:
             log.info("selection summary: %s", line)
-        deadline = None if self.budget is None else self.clock() + self.budget
         for batch in batches(plan.actions):
             if len(batch) == 1:
                 memory = await self._one(batch[0], summary, memory, now)

@@ -91,6 +91,7 @@ class Informer(Generic[T]):
         self.selector, self.same = selector, same
         self.synced = False
         self.settled = False  # listed once, or found not served
+        self.served = True  # False while the last list found the kind not installed
         self.resource_version = ""
         self._objects: dict[tuple[str, str], tuple[str, T]] = {}  # key -> (version, record)
         self._not_served_retry, self._error_retry = not_served_retry, error_retry
@@ -135,7 +136,7 @@ class Informer(Generic[T]):
             try:
                 if relist:
                     await self._list()
-                    self.synced = self.settled = True
+                    self.synced = self.settled = self.served = True
                     relist = False
                     self._changed()
                 async for kind, obj in self.api.watch(self.path, self.resource_version,
@@ -158,6 +159,7 @@ class Informer(Generic[T]):
                     continue
                 if e.status == 404:  # kind not installed: reads fall back; look again later
                     self.synced, self._objects, self.settled = False, {}, True
+                    self.served = False
                     await sleep_or_stop(stop, self._not_served_retry)
                 else:
                     log.warning("watch %s: %s", self.path, e)
@@ -182,6 +184,11 @@ class Informers:
     def objects(self) -> int:
         """Objects held for reads."""
         return sum(len(self.by_path[p]) for p, s in self.sources.items() if s.parse)
+
+    def unserved(self, path: str) -> bool:
+        """The cache of ``path`` found its kind not installed (it looks again later)."""
+        informer = self.by_path.get(path)
+        return informer is not None and not informer.served
 
     def synced(self, path: str) -> Informer[Any] | None:
         """The informer that serves reads of ``path`` now, if one is synced."""

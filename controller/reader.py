@@ -89,6 +89,8 @@ class Reader:
         informer = self.informers.synced(path) if self.informers else None
         if informer is not None:
             return informer.items()
+        if self.informers is not None and self.informers.unserved(path):
+            return []  # its cache looks again every minute; a list now would only say 404
         parse = self._sources[path].parse
         assert parse is not None
         out: list[Any] = []

@@ -45,19 +45,23 @@ class Reconciler:
                  pass_budget: float | None = None) -> None:
         self.metrics = metrics or ControllerMetrics()
         self.reader = Reader(api, namespace, informers)
-        self.executor = Executor(api, self.metrics, patch_concurrency, pass_budget,
+        self.executor = Executor(api, self.metrics, patch_concurrency,
                                  observe=informers.observe if informers else None)
+        self.pass_budget = pass_budget
         self.settings = PlanSettings(runtime, namespace, intent_grace, drain_timeout,
                                      default_evaluation)
         self.memory = Memory()
         self.clock = clock
 
     async def reconcile(self) -> Summary:
+        deadline = (None if self.pass_budget is None
+                    else time.monotonic() + self.pass_budget)
         snapshot = await self.reader.read()
         now = self.clock()
         started = time.perf_counter()
         decided = plan(snapshot, self.settings, now, self.memory)
         self.metrics.plan_duration.observe(time.perf_counter() - started)
-        summary, memory = await self.executor.execute(decided, self.memory, now)
-        self.memory = memory.pruned({p.uid for p in snapshot.pods}, now)
+        summary, memory = await self.executor.execute(decided, self.memory, now, deadline)
+        self.memory = memory.pruned({p.uid for p in snapshot.pods}, now).planned(
+            decided.drain_memo)
         return summary

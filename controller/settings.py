@@ -36,8 +36,9 @@ from controller.runtime_hook import INTENT_GRACE
 # Metadata patches in flight at once: well inside the share API Priority and Fairness gives a
 # service account's level, and enough to label 15,000 Pods within a minute.
 PATCH_CONCURRENCY: Final = 8
-# A pass starts no Pod patch after this long; the next pass, at once, goes on with the rest.
-PASS_BUDGET_SECONDS: Final = 3.0
+# A pass starts no Pod patch after this long from its start; the next pass, at once, goes on
+# with the rest (so that no pass runs much past it, whatever the number of Pods).
+PASS_BUDGET_SECONDS: Final = 4.0
 _PULL_POLICIES: Final = frozenset({"Always", "IfNotPresent", "Never"})
 _CERT_MODES: Final = frozenset({"self", "cert-manager", "off"})
 

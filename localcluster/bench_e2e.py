@@ -12,12 +12,13 @@ figure between sizes, and judges the targets at the largest size.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -76,6 +77,8 @@ class Figures:
     apiserver_rpm: float
     throttled: int  # the controller's requests answered 429
     apf_rejected: int  # requests the API server's priority and fairness rejected, anyone's
+    # CPU seconds each process spent from the policy change until every Pod was labelled
+    cpu: Mapping[str, float] = field(default_factory=dict)
 
 
 # --- pure: quantiles, exponents, the table, the verdicts ---------------------------------
@@ -128,15 +131,26 @@ def table(runs: Sequence[Figures]) -> str:
     head = ["nodes", *(str(r.nodes) for r in runs),
             *(f"k {a.nodes}→{b.nodes}" for a, b in zip(runs, runs[1:], strict=False))]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for field, label, fmt in ROWS:
-        values = [getattr(r, field) for r in runs]
+    for name, label, fmt in ROWS:
+        values = [getattr(r, name) for r in runs]
         cells = [fmt.format(v) for v in values]
-        if field not in _FLAT:
+        if name not in _FLAT:
             cells += [_k(exponent(values[i], values[i + 1], runs[i].nodes, runs[i + 1].nodes))
                       for i in range(len(runs) - 1)]
         else:
             cells += [""] * (len(runs) - 1)
         lines.append("| " + " | ".join([label, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def cpu_table(runs: Sequence[Figures]) -> str:
+    """Where the labelling's CPU went: seconds per process, per size."""
+    procs = sorted({p for r in runs for p in r.cpu}, key=lambda p: -runs[-1].cpu.get(p, 0))
+    head = ["CPU s while labelling", *(str(r.nodes) for r in runs)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for proc in procs:
+        lines.append("| " + " | ".join([proc, *(f"{r.cpu.get(proc, 0):.1f}" for r in runs)])
+                     + " |")
     return "\n".join(lines)
 
 
@@ -174,6 +188,17 @@ def _peak_rss_mib(proc: Process) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _cpu_seconds(processes: Sequence[Process]) -> dict[str, float]:
+    out = {}
+    for proc in processes:
+        if proc.pid is None or not proc.running():
+            continue
+        stat = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        name = "webhook" if proc.name.startswith("webhook-") else proc.name
+        out[name] = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    return out
 
 
 def _samples(text: str, name: str) -> list[tuple[Mapping[str, str], float]]:
@@ -259,14 +284,17 @@ def measure(nodes: int, steady_seconds: float) -> Figures:
         _wait("every Pod Running", lambda: _settled(kube, s), 1800, 3)
         print(f"  populated in {time.monotonic() - started:.0f} s", flush=True)
         time.sleep(5)
+        cpu0 = _cpu_seconds(cluster.processes)
         apply_policy(kube, s)
         workloads_s = _wait("every workload labelled", lambda: _workloads_labelled(kube, s),
                             600, 0.2)
         pods_s = _wait("every Pod labelled", lambda: _unlabelled_pods(kube) == 0,
                        900 - workloads_s, 1.0) + workloads_s
+        cpu = {k: v - cpu0.get(k, 0.0) for k, v in _cpu_seconds(cluster.processes).items()}
         print(f"  labelled: workloads {workloads_s:.1f} s, Pods {pods_s:.1f} s", flush=True)
         time.sleep(10)  # the last passes and their echoes
-        return _steady(kube, stack, cluster, s, workloads_s, pods_s, steady_seconds)
+        figures = _steady(kube, stack, cluster, s, workloads_s, pods_s, steady_seconds)
+        return dataclasses.replace(figures, cpu=cpu)
 
 
 def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
@@ -323,12 +351,12 @@ def main() -> None:
         runs.append(measure(nodes, args.steady_seconds))
         print(table(runs), flush=True)
     checks = verdicts(runs)
-    print("\n" + table(runs) + "\n")
+    print("\n" + table(runs) + "\n\n" + cpu_table(runs) + "\n")
     for name, ok, detail in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {name} ({detail})")
     out = Path(__file__).resolve().parent.parent / "loadtest" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench-e2e.md").write_text(table(runs) + "\n\n" + "\n".join(
+    (out / "bench-e2e.md").write_text(table(runs) + "\n\n" + cpu_table(runs) + "\n\n" + "\n".join(
         f"{'PASS' if ok else 'FAIL'}: {n} ({d})" for n, ok, d in checks) + "\n")
     raise SystemExit(0 if all(ok for _, ok, _ in checks) else 1)
 

@@ -183,11 +183,14 @@ class CompactorStack:
 
     def install(self) -> None:
         self.kube.ensure_namespace("compactor-system")
-        crd = yaml.safe_load((ROOT / "deploy" / "crds" /
-                              "compactor.dev_clustercompactionpolicies.yaml").read_text())
-        self.kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]), crd)
-        wait_for("policy API", lambda: self.kube.get("/apis/compactor.dev/v1alpha1")
-                 .get("resources"))
+        plurals = set()
+        for file in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
+            crd = yaml.safe_load(file.read_text())
+            self.kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]), crd)
+            plurals.add(crd["spec"]["names"]["plural"])
+        wait_for("every compactor.dev kind served", lambda: plurals <= {
+            r["name"] for r in self.kube.get("/apis/compactor.dev/v1alpha1").get("resources")
+            or []})
         for name in ("webhook", "controller", "scheduler", "descheduler"):
             apply_file(self.kube, ROOT / "deploy" / "rbac" / f"{name}.yaml")
 

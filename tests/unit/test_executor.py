@@ -170,11 +170,11 @@ def test_only_independent_patches_of_one_target_are_grouped() -> None:
 async def test_pod_patches_past_the_budget_are_deferred_and_the_rest_still_runs() -> None:
     api = RecordingApi()
     ticks = iter(range(100))
-    executor = Executor(api, ControllerMetrics(), concurrency=2, budget=3.0,
+    executor = Executor(api, ControllerMetrics(), concurrency=2,
                         clock=lambda: float(next(ticks)))
     pods = [Patch(f"/p/{i}", {}, Target.POD) for i in range(10)]
     summary, _ = await executor.execute(
-        Plan((*pods, WriteStatus("/s", {}))), Memory(), NOW)
+        Plan((*pods, WriteStatus("/s", {}))), Memory(), NOW, deadline=3.0)
     assert summary.pods_patched + summary.deferred == 10 and summary.deferred > 0
     assert api.calls[-1] == ("patch-merge", "/s")  # what follows the Pods is never cut
 

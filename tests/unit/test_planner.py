@@ -363,3 +363,27 @@ def test_the_benchmarks_thousand_node_plan_keeps_every_invariant() -> None:
         load[where] = add(load[where], p.requests, {"pods": 1000})
     for name, used in load.items():
         assert all(a <= nodes[name].allocatable[r] for r, a in used.items()), name
+
+
+def test_a_plan_is_reused_while_nothing_it_reads_changes_but_compactors_own_labels() -> None:
+    from controller.planner import REUSE, reuse_or_plan
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("w1", "a"), pod("w2", "b"), pod("w3", "c", cpu=2)]
+    members = managed(*pods)
+    policies = [(POLICY, ALL)]
+    first, memo = reuse_or_plan(None, policies, nodes, pods, members, [], NOW)
+    assert memo is not None
+    labelled = [replace(p, labels={**p.labels, "compactor.dev/policy": "p"},
+                        annotations={"compactor.dev/intent": "{}"}) for p in pods]
+    again, same = reuse_or_plan(memo, policies, nodes, labelled, managed(*labelled), [],
+                                NOW + datetime.timedelta(seconds=5))
+    assert same is memo and again == first
+    moved = [replace(pods[0], node_name="c"), *pods[1:]]
+    _, fresh = reuse_or_plan(memo, policies, nodes, moved, managed(*moved), [], NOW)
+    assert fresh is not None and fresh is not memo
+    _, late = reuse_or_plan(memo, policies, nodes, pods, members, [], NOW + REUSE)
+    assert late is not memo and late is not None and late.at == NOW + REUSE
+    own = PdbInfo("shop", "b", LabelSelector((requirement(
+        "compactor.dev/policy", Operator.IN, "p"),)), 1)
+    _, none = reuse_or_plan(memo, policies, nodes, pods, members, [own], NOW)
+    assert none is None, "a budget that selects on Compactor's labels: always planned afresh"

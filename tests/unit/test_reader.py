@@ -95,3 +95,20 @@ async def test_an_unserved_kind_is_skipped_and_own_objects_are_listed_by_label()
     assert ("list", "/api/v1/namespaces/compactor-system/configmaps") in api.calls
     assert ("list", "/apis/batch/v1/namespaces/compactor-system/cronjobs") in api.calls
     assert ("list", "/apis/apps/v1/namespaces/compactor-system/deployments") in api.calls
+
+
+@pytest.mark.asyncio
+async def test_a_kind_its_cache_found_not_served_is_not_listed_by_every_pass() -> None:
+    api = RecordingApi()
+    informers = Informers(api, sources("compactor-system"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(informers.run(stop))
+    assert await informers.wait_synced(informers.by_path, stop, 5)
+    rollouts = "/apis/argoproj.io/v1alpha1/rollouts"
+    listed = api.listed(rollouts)
+    reader = Reader(api, informers=informers)
+    for _ in range(3):
+        await reader.read()
+    assert api.listed(rollouts) == listed
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
