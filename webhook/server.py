@@ -19,7 +19,12 @@ from webhook.kubeapi import KubeReader
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache
 from webhook.settings import Settings
-from webhook.tls import CertificateMismatch, CertReloader, check_names
+from webhook.tls import (
+    CertificateMismatch,
+    CertReloader,
+    check_names,
+    read_one_record_at_a_time,
+)
 
 
 class Webhook:
@@ -86,6 +91,7 @@ def main() -> None:
     except (CertificateMismatch, OSError) as e:
         logging.getLogger("compactor.webhook").error("refusing to start: %s", e)
         sys.exit(2)
+    read_one_record_at_a_time()
     webhook = Webhook(settings)
     config = uvicorn_config(webhook)
     config.load()  # builds the SSLContext that the reloader refreshes in place
