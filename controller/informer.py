@@ -109,6 +109,9 @@ class Informer(Generic[T]):
     def put(self, obj: Obj) -> bool:
         """Keep ``obj`` unless a newer version is held; True when a pass should see it."""
         key, version = _key(obj), _version(obj)
+        if not key[1]:
+            log.warning("%s: ignoring an object without a name: %.300s", self.path, obj)
+            return False
         held = self._objects.get(key)
         if held is not None and not newer(version, held[0]):
             return False
@@ -124,7 +127,8 @@ class Informer(Generic[T]):
         async for items, at in self.api.pages(self.path, self.selector or None):
             version = at
             for obj in items:
-                listed[_key(obj)] = (_version(obj), self.parse(obj))
+                if _key(obj)[1]:
+                    listed[_key(obj)] = (_version(obj), self.parse(obj))
         for key, (held, record) in self._objects.items():
             if key in listed and newer(held, listed[key][0]):
                 listed[key] = (held, record)

@@ -75,8 +75,8 @@ def create_pods(creds: Credentials, namespace: str, pod: dict[str, Any], total: 
 
 
 def clear(kube: Kube, namespace: str) -> None:
-    """Deletes the Pods the runs created (Pending ones go at once)."""
-    kube.request("DELETE", path("pods", namespace), params={"labelSelector": RUN_LABEL})
+    """Deletes every Pod of the namespace (Pending ones go at once)."""
+    kube.request("DELETE", path("pods", namespace))
 
 
 def webhook_histogram(kube: Kube, webhook: str) -> list[tuple[float, float]]:
