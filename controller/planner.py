@@ -208,7 +208,7 @@ class _Cluster:
               ) -> _Node | None:
         """The node the compaction scheduler would pick: feasible, most allocated.
         ``ordered`` holds the destinations, most allocated first."""
-        if pod.placement is UNCONSTRAINED:
+        if pod.placement is UNCONSTRAINED or pod.placement.tolerations_only:
             return next((n for n in ordered if self.fits(pod, needs, n)), None)
         best: tuple[float, str] | None = None
         chosen: _Node | None = None
@@ -449,7 +449,7 @@ DRAIN_TIMEOUT: Final = datetime.timedelta(hours=6)
 
 # A plan is reused for at most this long while its inputs stay the same (time alone matters
 # only for a drain's timeout, of hours).
-REUSE: Final = datetime.timedelta(seconds=30)
+REUSE: Final = datetime.timedelta(minutes=5)
 # The labels Compactor itself writes on Pods; a plan never reads them, unless a budget or an
 # anti-affinity term selects on one.
 _OWN_POD_LABELS: Final = frozenset({
@@ -480,12 +480,15 @@ def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable
     if any(_selects_own(b.selector) for b in pdbs):
         return None
     pod_keys = []
+    placements: dict[int, str] = {}  # most Pods share a few records: one repr each
     for p in pods:
-        placement: object = ""
+        placement = ""
         if p.placement is not UNCONSTRAINED:
-            if any(_selects_own(t.selector) for t in p.placement.anti_affinity):
-                return None
-            placement = repr(p.placement)
+            if id(p.placement) not in placements:
+                if any(_selects_own(t.selector) for t in p.placement.anti_affinity):
+                    return None
+                placements[id(p.placement)] = repr(p.placement)
+            placement = placements[id(p.placement)]
         pod_keys.append((
             p.namespace, p.name, p.uid, p.owner, p.node_name, p.scheduler_name, p.priority,
             p.priority_class_name, p.phase, p.ready, p.deleting, p.created, p.local_storage,

@@ -387,3 +387,19 @@ def test_a_plan_is_reused_while_nothing_it_reads_changes_but_compactors_own_labe
         "compactor.dev/policy", Operator.IN, "p"),)), 1)
     _, none = reuse_or_plan(memo, policies, nodes, pods, members, [own], NOW)
     assert none is None, "a budget that selects on Compactor's labels: always planned afresh"
+
+
+def test_a_pod_with_only_tolerations_is_placed_as_one_without_constraints() -> None:
+    tolerates = Placement(tolerations=(Toleration("dedicated", "Exists", "", "NoSchedule"),))
+    assert tolerates.tolerations_only and not Placement(node_selector={"a": "b"}).tolerations_only
+    tainted = node("t", taints=[Taint("dedicated", "gpu", "NoSchedule")])
+    nodes = [node("a"), node("b", cpu=2), tainted]
+    mover = pod("m", "a", cpu=0.5, placement=tolerates)
+    plain = pod("p", "a", cpu=0.5)
+    others = [pod("x", "b", cpu=1.5), pod("y", "t", cpu=3.2, placement=tolerates)]
+    plans = plan_drains([(POLICY, ALL)], nodes, [mover, plain, *others],
+                        managed(mover, plain), [], NOW)
+    # Both leave a: the tolerating Pod first, for the most allocated node (tainted, which it
+    # tolerates), the other for b, where one of them fits.
+    assert plans[0].freeable == ("a",)
+    assert plans[0].moves == {("shop", "m"): "t", ("shop", "p"): "b"}
