@@ -59,6 +59,7 @@ KYVERNO_WEBHOOK = "mutate.kyverno.svc-fail"
 COMPACTOR_CONFIG = "compactor-peers"
 COMPACTOR_WEBHOOK = f"{COMPACTOR_CONFIG}.pods.compactor.dev"
 OFF = "off"  # a namespaceSelector value no namespace carries
+ADMISSION_API = "apis/admissionregistration.k8s.io/v1"
 
 
 def kyverno_policy() -> dict[str, Any]:
@@ -219,8 +220,16 @@ class Kyverno:
         self.kube.ensure_namespace(KYVERNO_NS, default_service_account=True)
         wait_for("Kyverno's kinds served", lambda: self.kube.get(
             "/apis/kyverno.io/v1").get("resources"), timeout=60)
+        # Kyverno's resource webhooks, ours before it starts: it creates its defaults (every
+        # resource, failurePolicy Fail, its own Secrets and Leases included) only when none
+        # exists, and with --autoUpdateWebhooks=false never changes one that does.
+        self.ca_bundle = b""
+        self.register(OFF)
+        # The environment of Kyverno's own launch configuration for a local process.
         env = {**os.environ, "KYVERNO_NAMESPACE": KYVERNO_NS,
-               "KYVERNO_POD_NAME": "kyverno-local", "KYVERNO_DEPLOYMENT": "kyverno"}
+               "KYVERNO_SERVICEACCOUNT_NAME": "kyverno-admission-controller",
+               "KYVERNO_DEPLOYMENT": "dummy", "KYVERNO_POD_NAME": "dummy",
+               "INIT_CONFIG": "kyverno", "METRICS_CONFIG": "kyverno-metrics"}
         argv = [str(binary / "kyverno"), f"--kubeconfig={self.cluster.kubeconfig}",
                 f"--serverIP=127.0.0.1:{self.port}", "--webhookServerHost=127.0.0.1",
                 f"--webhookServerPort={self.port}", f"--caSecretName={KYVERNO_CA}",
@@ -238,11 +247,12 @@ class Kyverno:
         ca = wait_for("Kyverno's CA secret", lambda: self.kube.get(
             path("secrets", KYVERNO_NS, KYVERNO_CA)), timeout=120)
         self.ca_bundle = base64.b64decode(ca["data"]["tls.crt"])
-        wait_for("Kyverno's policy webhook", lambda: self.kube.get(path(
-            "validatingwebhookconfigurations",
-            name="kyverno-policy-validating-webhook-cfg")), timeout=120)
-        self.kube.apply(path("clusterpolicies", name="compactor-intent",
-                             api="apis/kyverno.io/v1"), kyverno_policy())
+        wait_for("Kyverno's serving certificate", lambda: self.kube.get(
+            path("secrets", KYVERNO_NS, KYVERNO_TLS)), timeout=120)
+        # Its policy webhooks answer once its server has loaded that certificate.
+        wait_for("Kyverno to take the policy", lambda: self.kube.apply(path(
+            "clusterpolicies", name="compactor-intent", api="apis/kyverno.io/v1"),
+            kyverno_policy()), timeout=120, interval=1)
         return proc
 
     def register(self, selector_value: str) -> None:
@@ -250,13 +260,15 @@ class Kyverno:
         CREATE in the namespaces labelled ``selector_value``, on a loopback URL; the
         validating one for nothing (no validate rule exists)."""
         url = f"https://127.0.0.1:{self.port}/mutate/fail"
-        mwc = webhook_configuration(KYVERNO_MWC, self.port, selector_value, self.ca_bundle,
+        mwc = webhook_configuration(KYVERNO_MWC, self.port, selector_value, None,
                                     failure_policy="Fail")
-        mwc["webhooks"][0].update(name=KYVERNO_WEBHOOK, clientConfig={
-            "url": url, "caBundle": base64.b64encode(self.ca_bundle).decode()},
-            timeoutSeconds=10)
+        client: dict[str, str] = {"url": url}
+        if self.ca_bundle:
+            client["caBundle"] = base64.b64encode(self.ca_bundle).decode()
+        mwc["webhooks"][0].update(name=KYVERNO_WEBHOOK, clientConfig=client, timeoutSeconds=10)
         self.kube.apply(path("mutatingwebhookconfigurations", name=KYVERNO_MWC), mwc)
-        self.kube.apply(path("validatingwebhookconfigurations", name=KYVERNO_VWC), {
+        self.kube.apply(path("validatingwebhookconfigurations", name=KYVERNO_VWC,
+                             api=ADMISSION_API), {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration", "metadata": {"name": KYVERNO_VWC},
             "webhooks": []})
@@ -266,7 +278,7 @@ def _only_loopback(kube: Kube) -> list[str]:
     """Every webhook of every configuration in the cluster that is not a loopback URL."""
     wrong = []
     for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
-        for config in kube.items(path(kind)):
+        for config in kube.items(path(kind, api=ADMISSION_API)):
             for hook in config.get("webhooks") or []:
                 url = (hook.get("clientConfig") or {}).get("url") or ""
                 if not url.startswith("https://127.0.0.1:"):
