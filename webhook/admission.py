@@ -57,6 +57,7 @@ class Admitter:
         self.owners = owners
         self.metrics = metrics
         self.budget_seconds = budget_seconds
+        self._outcomes = {o: metrics.requests.labels(o.value) for o in Outcome}
 
     async def decide(self, request: AdmissionRequest) -> Decision:
         """The verdict for one request, within its budget; never raises."""
@@ -73,7 +74,7 @@ class Admitter:
             decision = Decision(Outcome.FAILED_OPEN, reason="internal")
         if decision.outcome is Outcome.FAILED_OPEN:
             self.metrics.failures.labels(decision.reason).inc()
-        self.metrics.requests.labels(decision.outcome.value).inc()
+        self._outcomes[decision.outcome].inc()
         return decision
 
     async def _decide(self, request: AdmissionRequest) -> Decision:
