@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from compaction import kinds
 from controller.api import ApiError, Obj, WatchApi
@@ -31,6 +32,7 @@ from controller.versions import newer
 
 log = logging.getLogger("compactor.controller")
 T = TypeVar("T")
+WATCH_SECONDS: Final = 300
 
 
 def _key(obj: Mapping[str, object]) -> tuple[str, str]:
@@ -143,8 +145,9 @@ class Informer(Generic[T]):
                     self.synced = self.settled = self.served = True
                     relist = False
                     self._changed()
-                async for kind, obj in self.api.watch(self.path, self.resource_version,
-                                                      label_selector=self.selector or None):
+                async for kind, obj in self.api.watch(
+                        self.path, self.resource_version, watch_seconds(),
+                        label_selector=self.selector or None):
                     self.resource_version = _version(obj) or self.resource_version
                     if kind == "BOOKMARK":
                         continue
@@ -237,6 +240,13 @@ class Informers:
                 return False
             await asyncio.sleep(0.1)
         return True
+
+
+def watch_seconds(minimum: int = WATCH_SECONDS) -> int:
+    """How long one watch asks to run: between once and twice ``minimum``, at random (as
+    client-go's reflectors do), so that the caches of one process, started together, do
+    not all come back for a new watch in the same second."""
+    return int(minimum * (1 + random.random()))
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -341,7 +341,7 @@ def _controller_metrics(stack: CompactorStack) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,300,500", help="node counts, comma-separated")
-    parser.add_argument("--steady-seconds", type=float, default=60.0)
+    parser.add_argument("--steady-seconds", type=float, default=120.0)
     parser.add_argument("--patch-concurrency", type=int, default=None,
                         help="COMPACTOR_CONTROLLER_PATCH_CONCURRENCY for the controller")
     args = parser.parse_args()

@@ -185,3 +185,9 @@ def test_a_node_heartbeat_needs_no_pass() -> None:
     assert not informer.put({**node, "metadata": {"name": "n1", "resourceVersion": "6"}})
     assert informer.put({**node, "metadata": {"name": "n1", "resourceVersion": "7",
                                               "labels": {"pool": "a"}}})
+
+
+def test_watches_of_one_process_ask_for_different_lengths_between_once_and_twice() -> None:
+    from controller.informer import WATCH_SECONDS, watch_seconds
+    asked = {watch_seconds() for _ in range(200)}
+    assert min(asked) >= WATCH_SECONDS and max(asked) < 2 * WATCH_SECONDS and len(asked) > 50
