@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from compaction.problem import Problem
-from controller.planner import DrainPlan
+from controller.planner import DrainMemo, DrainPlan
 
 
 class Target(StrEnum):
@@ -101,6 +101,7 @@ class Plan:
     selections: tuple[str, ...] = ()
     # Resource plans found blocked (first seen, or again after an hour), by reason.
     resources_blocked: Mapping[str, int] = field(default_factory=dict)
+    drain_memo: DrainMemo | None = None  # for the next pass's plan to reuse
 
     def of(self, kind: type[Any]) -> list[Any]:
         """The actions of one type, in order (for tests and logs)."""

@@ -8,6 +8,8 @@ with status 0, mapped here and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any, Final, Protocol
 
@@ -18,6 +20,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 
 Obj = dict[str, Any]
+Page = tuple[list[Obj], str]  # a list page's items and the list's resourceVersion
 FIELD_MANAGER: Final = "compactor-controller"
 _PATCH_TYPES: Final = {
     "merge": "application/merge-patch+json",
@@ -29,6 +32,7 @@ _PATCH_TYPES: Final = {
 THROTTLE_ATTEMPTS: Final = 4
 MAX_RETRY_AFTER: Final = 5.0  # seconds; a longer ask is cut to this
 UNREACHABLE: Final = 0  # ApiError.status when no answer came back
+PAGE: Final = 500  # objects per page of a paginated list
 
 
 def retry_after(headers: Any) -> float:
@@ -38,6 +42,24 @@ def retry_after(headers: Any) -> float:
     except (TypeError, ValueError):
         value = 1.0
     return min(max(value, 0.0), MAX_RETRY_AFTER)
+
+
+def _without_env_lookups(client: ApiClient) -> ApiClient:
+    """The client's HTTP session, with the proxy settings of the environment read once here
+    instead of on every request (aiohttp's ``trust_env`` looks them and ~/.netrc up in a
+    worker thread per request: a tenth of the controller's CPU while it patches Pods)."""
+    rest = client.rest_client
+    if rest.proxy is None:
+        host = urllib.parse.urlsplit(client.configuration.host).hostname or ""
+        proxy = urllib.request.getproxies().get("https")
+        if proxy and not urllib.request.proxy_bypass(host):
+            rest.proxy = proxy
+    old = rest.pool_manager
+    connector = old.connector
+    old.detach()
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False,
+                                              read_bufsize=2**21)
+    return client
 
 
 class ApiError(Exception):
@@ -62,17 +84,20 @@ class ReadApi(Protocol):
     async def list(self, path: str, label_selector: str | None = None
                    ) -> tuple[list[Obj], str]: ...
 
+    def pages(self, path: str, label_selector: str | None = None,
+              limit: int = PAGE) -> AsyncIterator[Page]: ...
+
     async def version(self) -> str: ...
 
 
 class WatchApi(Protocol):
     """What a watch cache needs."""
 
-    async def list(self, path: str, label_selector: str | None = None
-                   ) -> tuple[list[Obj], str]: ...
+    def pages(self, path: str, label_selector: str | None = None,
+              limit: int = PAGE) -> AsyncIterator[Page]: ...
 
-    def watch(self, path: str, resource_version: str,
-              timeout_seconds: int = 300) -> AsyncIterator[tuple[str, Obj]]: ...
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+              label_selector: str | None = None) -> AsyncIterator[tuple[str, Obj]]: ...
 
 
 class WriteApi(Protocol):
@@ -102,7 +127,7 @@ class Api:
             await kube_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
         else:
             kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        return cls(ApiClient(cfg))
+        return cls(_without_env_lookups(ApiClient(cfg)))
 
     async def close(self) -> None:
         await self.client.close()
@@ -150,6 +175,24 @@ class Api:
         out = await self.request("GET", path, query=query)
         return list(out.get("items") or []), str(out.get("metadata", {}).get("resourceVersion", ""))
 
+    async def pages(self, path: str, label_selector: str | None = None,
+                    limit: int = PAGE) -> AsyncIterator[Page]:
+        """A list in pages of ``limit`` (one consistent snapshot): each page's items and the
+        list's resourceVersion. An expired continue token raises ApiError(410)."""
+        token = ""
+        while True:
+            query = {"limit": str(limit)}
+            if label_selector:
+                query["labelSelector"] = label_selector
+            if token:
+                query["continue"] = token
+            out = await self.request("GET", path, query=query)
+            meta = out.get("metadata") or {}
+            yield list(out.get("items") or []), str(meta.get("resourceVersion", ""))
+            token = str(meta.get("continue") or "")
+            if not token:
+                return
+
     async def create(self, path: str, obj: Obj) -> Obj:
         return await self.request("POST", path, obj)
 
@@ -175,11 +218,13 @@ class Api:
     async def version(self) -> str:
         return str((await self.get("/version")).get("gitVersion", ""))
 
-    async def watch(self, path: str, resource_version: str,
-                    timeout_seconds: int = 300) -> AsyncIterator[tuple[str, Obj]]:
+    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+                    label_selector: str | None = None) -> AsyncIterator[tuple[str, Obj]]:
         """Watch events after ``resource_version``; raises ApiError(410) when it has expired."""
         query = [("watch", "1"), ("resourceVersion", resource_version),
                  ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout_seconds))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
         self.requests += 1
         try:
             resp = await self.client.call_api(

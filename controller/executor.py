@@ -4,14 +4,23 @@ The rules of writing live here: an answer an action tolerates (404 gone, 422 for
 patch whose test failed) is no error; a 429 on an eviction is a PodDisruptionBudget saying
 no, which backs that workload off; any other failure is reported in the pass's errors and
 costs nothing but one more pass. Follow-ups of an action run only after it succeeded.
+
+A run of metadata patches of one target (the Pods of every workload, say) has no order among
+its members, so it runs ``concurrency`` at a time: the API server's priority and fairness
+queues them, and a 429 is waited out by ``controller.api``. Pod patches not started by a
+pass's deadline are left to the next pass, which the summary asks for at once, so that no
+pass holds the controller for long while thousands of Pods converge.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from compaction import kinds
 from compaction.problem import Problem
@@ -27,39 +36,92 @@ from controller.actions import (
     Target,
     WriteStatus,
 )
-from controller.api import ApiError, WriteApi
+from controller.api import ApiError, Obj, WriteApi
 from controller.memory import Memory
 from controller.metrics import ControllerMetrics
 from controller.objects import revision
 from controller.runtime_hook import eviction_path
+from controller.settings import PATCH_CONCURRENCY
 
 log = logging.getLogger("compactor.controller")
+# Targets whose patches are independent of one another: concurrent within a run of one target.
+_CONCURRENT: Final = frozenset({Target.POD, Target.WORKLOAD, Target.STALE_COPY})
 
 
 @dataclass
 class Summary:
     workloads_patched: int = 0
     pods_patched: int = 0
+    deferred: int = 0  # Pod patches left to the next pass (the budget was spent)
     managed: dict[str, int] = field(default_factory=dict)
     invalid: dict[str, list[Problem]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
 
-class Executor:
-    def __init__(self, api: WriteApi, metrics: ControllerMetrics) -> None:
-        self.api, self.metrics = api, metrics
+def independent(action: Action) -> bool:
+    """A patch whose outcome nothing else in the plan waits for and whose follow-ups change
+    nothing the executor remembers: it may run beside others of its target."""
+    return (isinstance(action, Patch) and action.target in _CONCURRENT
+            and all(isinstance(t, RecordEvent) and not t.key for t in action.then))
 
-    async def execute(self, plan: Plan, memory: Memory, now: datetime.datetime
-                      ) -> tuple[Summary, Memory]:
+
+def batches(actions: Iterable[Action]) -> list[Sequence[Action]]:
+    """The actions in order, consecutive independent patches of one target grouped."""
+    out: list[list[Action]] = []
+    for action in actions:
+        last = out[-1][-1] if out else None
+        if (last is not None and independent(action) and independent(last)
+                and isinstance(action, Patch) and isinstance(last, Patch)
+                and action.target is last.target):
+            out[-1].append(action)
+        else:
+            out.append([action])
+    return list(out)
+
+
+class Executor:
+    def __init__(self, api: WriteApi, metrics: ControllerMetrics,
+                 concurrency: int = PATCH_CONCURRENCY,
+                 clock: Callable[[], float] = time.monotonic,
+                 observe: Callable[[Obj], None] | None = None) -> None:
+        """``observe`` is handed every object a write answered with (the watch caches keep
+        it, so the next pass never plans from the state before this write)."""
+        self.api, self.metrics = api, metrics
+        self.observe = observe or (lambda _: None)
+        self.concurrency, self.clock = max(1, concurrency), clock
+
+    async def execute(self, plan: Plan, memory: Memory, now: datetime.datetime,
+                      deadline: float | None = None) -> tuple[Summary, Memory]:
+        """``deadline`` (on ``clock``): no Pod patch starts after it."""
         summary = Summary(managed=dict(plan.managed), invalid=dict(plan.invalid))
         for line in plan.selections:
             log.info("selection summary: %s", line)
-        memory = await self._run(plan.actions, summary, memory, now)
+        for batch in batches(plan.actions):
+            if len(batch) == 1:
+                memory = await self._one(batch[0], summary, memory, now)
+            else:
+                await self._concurrently(batch, summary, memory, now, deadline)
         self.metrics.suppressed.set(plan.suppressed)
         self.metrics.suppressions.inc(plan.suppressions)
         self.metrics.evictions.labels("skipped").inc(plan.skipped_evictions)
         self.metrics.show_plans(plan.drains)
         return summary, memory
+
+    async def _concurrently(self, batch: Sequence[Action], summary: Summary, memory: Memory,
+                            now: datetime.datetime, deadline: float | None) -> None:
+        """Independent patches, ``concurrency`` in flight; past the deadline, Pod patches
+        are counted as deferred instead of started."""
+        pending = iter(batch)
+
+        async def worker() -> None:
+            for action in pending:
+                if (deadline is not None and isinstance(action, Patch)
+                        and action.target is Target.POD and self.clock() >= deadline):
+                    summary.deferred += 1
+                    continue
+                await self._one(action, summary, memory, now)
+
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(batch)))))
 
     async def _run(self, actions: Iterable[Action], summary: Summary, memory: Memory,
                    now: datetime.datetime) -> Memory:
@@ -71,7 +133,7 @@ class Executor:
                    now: datetime.datetime) -> Memory:
         try:
             if isinstance(action, Patch):
-                await self.api.patch(action.path, action.body, action.patch_type)
+                self.observe(await self.api.patch(action.path, action.body, action.patch_type))
                 if action.target is Target.WORKLOAD:
                     summary.workloads_patched += 1
                 elif action.target is Target.POD:
@@ -79,13 +141,14 @@ class Executor:
                 return await self._run(action.then, summary, memory, now)
             if isinstance(action, Apply):
                 applied = await self.api.apply(action.path, dict(action.body))
+                self.observe(applied)
                 kind = str(action.body.get("kind", ""))
                 return memory.wrote(action.path, action.digest, revision(kind, applied))
             if isinstance(action, Delete):
                 await self.api.delete(action.path)
                 return memory
             if isinstance(action, Create):
-                await self.api.create(action.path, dict(action.body))
+                self.observe(await self.api.create(action.path, dict(action.body)))
                 log.info("created %s %s", action.body.get("kind"),
                          (action.body.get("metadata") or {}).get("name"))
                 return memory
@@ -94,7 +157,7 @@ class Executor:
             if isinstance(action, RecordEvent):
                 recorded = await self._event(action)
                 return memory.noted(action.key, now) if recorded and action.key else memory
-            await self.api.patch(action.path, {"status": dict(action.status)})
+            self.observe(await self.api.patch(action.path, {"status": dict(action.status)}))
             return memory
         except ApiError as e:
             if isinstance(action, Patch) and e.status in action.tolerate:

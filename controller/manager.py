@@ -13,24 +13,19 @@ from collections.abc import Awaitable, Callable
 from prometheus_client import start_http_server
 
 from certs.manager import CertManager
-from compaction import kinds
-from compaction.workload import WorkloadType
 from controller.api import Api, ApiError
 from controller.informer import Informers, sleep_or_stop
 from controller.lease import LeaderElector
 from controller.metrics import ControllerMetrics
-from controller.reader import CACHED, EVALUATIONS, LIMIT_RANGES, POLICIES, STATIC_POLICIES
 from controller.reconciler import Reconciler
 from controller.settings import ControllerSettings, SettingsError, load
-from controller.workloads import list_path
+from controller.sources import sources
 
 log = logging.getLogger("compactor.controller")
 
-# Changes under these wake the reconciler; the caches of its bulk reads (Pods, ReplicaSets,
-# Jobs) only keep their objects (a workload's status change wakes it through its own kind).
-WATCHED = [*POLICIES, EVALUATIONS, *STATIC_POLICIES, LIMIT_RANGES,
-           kinds.kind("Namespace").path(), kinds.kind("Node").path(),
-           *(list_path(k) for k in WorkloadType)]
+# How long a new leader waits for its caches before a first pass (which lists what is not
+# synced yet): long enough for a large cluster's Pods, short enough to act when a kind fails.
+SYNC_TIMEOUT_SECONDS = 60.0
 
 
 class Manager:
@@ -40,7 +35,7 @@ class Manager:
         self.elector = LeaderElector(api, settings.namespace, "compactor-controller",
                                      settings.identity, settings.lease_seconds)
         self.wake = asyncio.Event()
-        self.informers = informers or Informers(api, waking=WATCHED)
+        self.informers = informers or Informers(api, sources(settings.namespace))
         self.informers.wake = self.wake.set
         self.passes = 0
         self.certs = CertManager(api, settings.certs) if settings.certs else None
@@ -51,6 +46,7 @@ class Manager:
         last = 0.0
         try:
             while not stop.is_set():
+                deferred = False
                 leading = await self.elector.step()
                 self.reconciler.metrics.leader.set(1.0 if leading else 0.0)
                 if leading and self.certs is not None:
@@ -59,6 +55,9 @@ class Manager:
                     except ApiError as e:
                         log.warning("webhook certificates: %s", e)
                 due = time.monotonic() - last >= self.settings.resync_seconds
+                if leading and not self.passes:
+                    await self.informers.wait_synced(self.informers.by_path, stop,
+                                                     SYNC_TIMEOUT_SECONDS)
                 if leading and (self.wake.is_set() or due):
                     self.wake.clear()
                     try:
@@ -70,12 +69,18 @@ class Manager:
                         if summary.errors:
                             log.warning("pass finished with %d errors: %s",
                                         len(summary.errors), summary.errors[:3])
+                        if summary.deferred:  # Pods left to converge: go on at once
+                            log.info("%d Pod patches left to the next pass", summary.deferred)
+                            self.wake.set()
+                            deferred = True
                     except ApiError as e:
                         log.warning("pass failed, retrying: %s", e)
                         self.wake.set()
                     last = time.monotonic()
                     if on_pass:
                         await on_pass()
+                if deferred:
+                    continue  # no debounce: the work is already known
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._next_wake(stop),
                                            self.settings.lease_seconds / 3)
@@ -108,12 +113,14 @@ async def _main(settings: ControllerSettings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        informers = Informers(api, waking=WATCHED, cached=CACHED)
+        informers = Informers(api, sources(settings.namespace))
         metrics.informed_objects.set_function(lambda: float(informers.objects()))
         reconciler = Reconciler(api, settings.runtime, settings.namespace, metrics=metrics,
                                 informers=informers, intent_grace=settings.intent_grace,
                                 drain_timeout=settings.drain_timeout,
-                                default_evaluation=settings.default_evaluation)
+                                default_evaluation=settings.default_evaluation,
+                                patch_concurrency=settings.patch_concurrency,
+                                pass_budget=settings.pass_budget_seconds)
         await Manager(api, settings, reconciler, informers).run(stop)
     finally:
         await api.close()

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from controller.planner import DrainMemo
+
 PDB_BACKOFF: Final = datetime.timedelta(seconds=30)
 # How long an eviction may stay unseen in the Pods a pass reads before it stops waiting.
 EXPECTATION: Final = datetime.timedelta(seconds=60)
@@ -36,6 +38,8 @@ class Memory:
     applied: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # event key -> when it was last recorded (events that repeat are rate-limited)
     events: Mapping[str, datetime.datetime] = field(default_factory=dict)
+    # the last drain plans, reused while what they were computed from is unchanged
+    drains: DrainMemo | None = None
 
     def recently(self, event: str, now: datetime.datetime) -> bool:
         at = self.events.get(event)
@@ -60,6 +64,9 @@ class Memory:
 
     def evicting(self, workload: str, pod_uid: str, now: datetime.datetime) -> Memory:
         return replace(self, evicted={**self.evicted, workload: Expectation(pod_uid, now)})
+
+    def planned(self, drains: DrainMemo | None) -> Memory:
+        return replace(self, drains=drains)
 
     def wrote(self, path: str, digest: str, revision: str) -> Memory:
         return replace(self, applied={**self.applied, path: (digest, revision)})

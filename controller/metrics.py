@@ -41,8 +41,8 @@ class ControllerMetrics:
             "Too Many Requests since the controller started; each was sent again after its "
             "Retry-After.", registry=r)
         self.informed_objects = Gauge(
-            "compactor_controller_informed_objects", "Pods, ReplicaSets and Jobs held by the "
-            "controller's watch caches.", registry=r)
+            "compactor_controller_informed_objects", "Objects held by the controller's watch "
+            "caches (every kind a pass reads).", registry=r)
         self.plan_duration = Histogram(
             "compactor_plan_duration_seconds", "Time to compute one pass's plan (pure code: "
             "the drain simulation included).",

@@ -102,8 +102,8 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     members = _membership(snapshot.pods, index, decided)
     blocking = resources.blocked_events(snapshot.workloads, composed, memory, now)
     out.actions.extend(blocking.events)
-    drains = _held(_drains(active, snapshot, members, settings, now),
-                   _converging(snapshot.pods, members), snapshot.nodes)
+    drains, memo = _drains(active, snapshot, members, settings, now, memory)
+    drains = _held(drains, _converging(snapshot.pods, members), snapshot.nodes)
     draining = {key: d.policy for d in drains if _acting(d, active)
                 for node in d.draining for key in d.evict[node]}
     _pods(snapshot.pods, members, draining, out)
@@ -118,7 +118,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
         ((pod, m.workload.key) for pod in snapshot.pods if (m := members.get(pod.key))), now))
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
                 out.suppressions, out.skipped, tuple(drains), tuple(out.selections),
-                blocking.newly)
+                blocking.newly, memo)
 
 
 # --- workloads ----------------------------------------------------------------------
@@ -232,14 +232,15 @@ def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership
 
 def _drains(active: list[Policy], snapshot: Snapshot,
             members: Mapping[tuple[str, str], _Membership], settings: PlanSettings,
-            now: datetime.datetime) -> list[DrainPlan]:
+            now: datetime.datetime, memory: Memory
+            ) -> tuple[list[DrainPlan], planner.DrainMemo | None]:
     """Every active policy's drain plan: the descheduler-enabled ones carry it out, the
-    others only show it (a dry run)."""
+    others only show it (a dry run). The last pass's plans while nothing they read changed."""
     observed = label_values(snapshot.nodes)
-    return planner.plan_drains(
-        [(p, descheduler.node_pool(p, observed)) for p in active], snapshot.nodes,
-        snapshot.pods, {k: m.member for k, m in members.items()}, snapshot.pdbs, now,
-        settings.drain_timeout)
+    return planner.reuse_or_plan(
+        memory.drains, [(p, descheduler.node_pool(p, observed)) for p in active],
+        snapshot.nodes, snapshot.pods, {k: m.member for k, m in members.items()},
+        snapshot.pdbs, now, settings.drain_timeout)
 
 
 def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership]

@@ -23,6 +23,7 @@ from controller.planner import DRAIN_TIMEOUT
 from controller.reader import Reader
 from controller.runtime import RuntimeSettings
 from controller.runtime_hook import INTENT_GRACE
+from controller.settings import PATCH_CONCURRENCY
 
 __all__ = ["Reconciler", "Summary"]
 
@@ -39,16 +40,22 @@ class Reconciler:
                  intent_grace: datetime.timedelta = INTENT_GRACE,
                  drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
                  default_evaluation: bool = True,
-                 clock: Callable[[], datetime.datetime] = _utc_now) -> None:
+                 clock: Callable[[], datetime.datetime] = _utc_now,
+                 patch_concurrency: int = PATCH_CONCURRENCY,
+                 pass_budget: float | None = None) -> None:
         self.metrics = metrics or ControllerMetrics()
         self.reader = Reader(api, namespace, informers)
-        self.executor = Executor(api, self.metrics)
+        self.executor = Executor(api, self.metrics, patch_concurrency,
+                                 observe=informers.observe if informers else None)
+        self.pass_budget = pass_budget
         self.settings = PlanSettings(runtime, namespace, intent_grace, drain_timeout,
                                      default_evaluation)
         self.memory = Memory()
         self.clock = clock
 
     async def reconcile(self) -> Summary:
+        deadline = (None if self.pass_budget is None
+                    else time.monotonic() + self.pass_budget)
         snapshot = await self.reader.read()
         now = self.clock()
         started = time.perf_counter()
@@ -56,6 +63,7 @@ class Reconciler:
         self.metrics.plan_duration.observe(time.perf_counter() - started)
         for reason, count in decided.resources_blocked.items():
             self.metrics.resource_plans_blocked.labels(reason).inc(count)
-        summary, memory = await self.executor.execute(decided, self.memory, now)
-        self.memory = memory.pruned({p.uid for p in snapshot.pods}, now)
+        summary, memory = await self.executor.execute(decided, self.memory, now, deadline)
+        self.memory = memory.pruned({p.uid for p in snapshot.pods}, now).planned(
+            decided.drain_memo)
         return summary

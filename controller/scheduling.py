@@ -119,6 +119,13 @@ class Placement:
     # Why the simulation cannot judge this Pod, if it cannot (empty: it can).
     unsimulated: str = ""
 
+    @property
+    def tolerations_only(self) -> bool:
+        """Nothing but tolerations (every Pod has the API server's default ones for
+        not-ready and unreachable nodes): the Pod may go wherever a Pod without constraints
+        may, and onto tainted nodes it tolerates, so it ranks nodes as such a Pod does."""
+        return not (self.node_selector or self.terms or self.anti_affinity or self.unsimulated)
+
     def admits(self, name: str, labels: Mapping[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.node_selector.items()):
             return False

@@ -9,9 +9,12 @@ dict and a watch cache of them stays small.
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from compaction import kinds, names, quantity
 from compaction.evaluation import Evaluation, parse_evaluation
@@ -124,11 +127,21 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     )
 
 
+_PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints")
+
+
 def _placement(spec: Mapping[str, Any]) -> Placement:
-    if not any(spec.get(k) for k in ("nodeSelector", "affinity", "tolerations",
-                                     "topologySpreadConstraints")):
+    if not any(spec.get(k) for k in _PLACEMENT_FIELDS):
         return UNCONSTRAINED  # most Pods: one shared record
-    return parse_placement(spec)
+    return _shared_placement(orjson.dumps([spec.get(k) for k in _PLACEMENT_FIELDS],
+                                          option=orjson.OPT_SORT_KEYS))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shared_placement(fields: bytes) -> Placement:
+    """One record per distinct set of constraints: a workload's Pods (and every Pod with only
+    the API server's default tolerations) share it."""
+    return parse_placement(dict(zip(_PLACEMENT_FIELDS, orjson.loads(fields), strict=True)))
 
 
 @dataclass(frozen=True, slots=True)

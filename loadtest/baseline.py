@@ -15,6 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from webhook.tls import read_one_record_at_a_time
+
 
 async def mutate(request: Request) -> Response:
     review = orjson.loads(await request.body())
@@ -31,6 +33,7 @@ app = Starlette(routes=[Route("/mutate", mutate, methods=["POST"]),
                         Route("/readyz", healthz)])
 
 if __name__ == "__main__":
+    read_one_record_at_a_time()  # as the webhook's server does
     uvicorn.run(app, host="127.0.0.1", port=int(os.environ["PORT"]),
                 ssl_certfile=os.environ["CERT_FILE"], ssl_keyfile=os.environ["KEY_FILE"],
                 workers=1, access_log=False, log_level="warning")

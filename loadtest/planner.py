@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from compaction.workload import WorkloadType
 from controller.plan import PlanSettings, plan
 from controller.runtime import RuntimeSettings
+from controller.scheduling import parse_placement
 from controller.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot, parse_policy_object
 from controller.workloads import WorkloadObject, workload_object
 
@@ -28,9 +29,18 @@ TARGETS = {100: 0.05, 1000: 1.0}
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 
 
+# What the API server's DefaultTolerationSeconds plugin gives every Pod.
+DEFAULT_TOLERATIONS = parse_placement({"tolerations": [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+     "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+     "tolerationSeconds": 300}]})
+
+
 def cluster(nodes: int) -> Snapshot:
     """``nodes`` nodes of 4 CPU, 16 GiB and 110 Pods, the mix spread round-robin, a node
-    agent on each node, and one pinned (safe-to-evict false) Pod per 10 nodes."""
+    agent on each node, and one pinned (safe-to-evict false) Pod per 10 nodes; every Pod
+    with the default tolerations, as a real one has."""
     names = [f"node-{i:04d}" for i in range(nodes)]
     infos = tuple(NodeInfo(n, {"kubernetes.io/hostname": n}, {
         "cpu": 4000_000, "memory": 16 * GI, "pods": 110_000}) for n in names)
@@ -49,7 +59,8 @@ def cluster(nodes: int) -> Snapshot:
             pods.append(PodInfo(ns, f"{app}-{i}", f"{app}-{i}", {"app": app}, {},
                                 ("ReplicaSet", f"{app}-1"), node_name=names[at % nodes],
                                 phase="Running", ready=True,
-                                requests={"cpu": cpu * 1000, "memory": mib * 2**20 * 1000}))
+                                requests={"cpu": cpu * 1000, "memory": mib * 2**20 * 1000},
+                                placement=DEFAULT_TOLERATIONS))
             at += 1
     for i, n in enumerate(names):
         pods.append(PodInfo("production", f"agent-{i}", f"agent-{i}", {}, {},

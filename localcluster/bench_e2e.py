@@ -1,35 +1,186 @@
-"""`make bench-e2e` (not in CI): Compactor at 100 nodes and about 3,000 Pods.
+"""`make bench-e2e` (not in CI): how Compactor's cost grows from 100 to 300 to 500 nodes.
 
-Reports the controller's time to carry a policy change onto every workload and Pod, the
-peak RSS of the controller and webhook processes, and API requests per minute in steady state.
+Each size gets a cluster of its own: kwok nodes with about 30 Pods each in the demo's mix of
+workloads (plus what must never move), the webhook, the controller and the compaction
+scheduler as processes. After a policy change it reports, per size, the time until every
+workload and every Pod is labelled, the reconcile pass (mean, p99, how many over 5 s), the
+planner's share of it, the peak RSS of controller and webhook, and steady-state API requests
+per minute (controller, webhook, the whole API server); then the growth exponent of each
+figure between sizes, and judges the targets at the largest size.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
+import os
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
+from compaction import names
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.kube import path
 from localcluster.process import Process
-from localcluster.scenario import POLICY, App, Scenario, apply_policy, create, policy_spec
-from localcluster.stack import start_local, webhook_metric
+from localcluster.scenario import (
+    MANAGED_NAMESPACES,
+    NAMESPACES,
+    POLICY,
+    App,
+    Scenario,
+    apply_policy,
+    create,
+    policy_spec,
+)
+from localcluster.stack import CompactorStack, start_local, webhook_metric
+
+METADATA_ONLY = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"}
 
 
-def _scale(factor: float) -> Scenario:
+def scenario(nodes: int) -> Scenario:
+    """``nodes`` kwok nodes and 29 managed Pods per node in the demo's mix."""
+    factor = nodes / 100
+
     def n(x: int) -> int:
-        return max(1, int(x * factor))
+        return max(1, round(x * factor))
     spec = policy_spec(1)
     spec["setLabelsByEviction"] = False  # measure the reconcile, not a compaction
-    return Scenario(nodes=n(100), policy_spec=spec, apps=(
+    return Scenario(nodes=nodes, policy_spec=spec, apps=(
         App("production", "web", n(1000), "50m", "128Mi"),
         App("production", "api", n(700), "100m", "256Mi"),
         App("production", "cache", n(100), "250m", "512Mi", kind="StatefulSet"),
         App("batch", "worker", n(700), "100m", "256Mi"),
         App("batch", "report", n(400), "50m", "128Mi"),
     ))
+
+
+@dataclass(frozen=True)
+class Figures:
+    nodes: int
+    pods: int  # every Pod of the cluster
+    workloads_s: float  # policy change -> every workload labelled
+    pods_s: float  # policy change -> every Pod labelled in place
+    pass_mean_s: float
+    pass_p99_s: float
+    passes_over_5s: int
+    plan_mean_s: float
+    plan_p99_s: float
+    controller_rss_mib: float
+    webhook_rss_mib: float
+    controller_rpm: float  # steady state, requests per minute
+    webhook_rpm: float
+    apiserver_rpm: float
+    throttled: int  # the controller's requests answered 429
+    apf_rejected: int  # requests the API server's priority and fairness rejected, anyone's
+    # CPU seconds each process spent from the policy change until every Pod was labelled
+    cpu: Mapping[str, float] = field(default_factory=dict)
+
+
+# --- pure: quantiles, exponents, the table, the verdicts ---------------------------------
+
+
+def quantile(buckets: Sequence[tuple[float, float]], q: float) -> float:
+    """Linear interpolation inside the bucket, as Prometheus' histogram_quantile does."""
+    if not buckets or buckets[-1][1] == 0:
+        return float("nan")
+    rank, prev_le, prev_count = q * buckets[-1][1], 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if math.isinf(le):
+                return prev_le
+            return prev_le + (le - prev_le) * (rank - prev_count) / max(count - prev_count, 1e-9)
+        prev_le, prev_count = le, count
+    return prev_le
+
+
+def exponent(small: float, large: float, n_small: int, n_large: int) -> float:
+    """k in figure ∝ size^k between two sizes: 1 linear, 0 flat."""
+    if small <= 0 or large <= 0 or not math.isfinite(small) or not math.isfinite(large):
+        return float("nan")
+    return math.log(large / small) / math.log(n_large / n_small)
+
+
+ROWS: tuple[tuple[str, str, str], ...] = (
+    # field, label, format
+    ("pods", "Pods in the cluster", "{:.0f}"),
+    ("workloads_s", "policy change → every workload labelled (s)", "{:.1f}"),
+    ("pods_s", "policy change → every Pod labelled (s)", "{:.1f}"),
+    ("pass_mean_s", "reconcile pass, mean (s)", "{:.2f}"),
+    ("pass_p99_s", "reconcile pass, p99 (s)", "{:.2f}"),
+    ("passes_over_5s", "passes longer than 5 s", "{:.0f}"),
+    ("plan_mean_s", "planner (plan()), mean (s)", "{:.3f}"),
+    ("plan_p99_s", "planner (plan()), p99 (s)", "{:.3f}"),
+    ("controller_rss_mib", "controller peak RSS (MiB)", "{:.0f}"),
+    ("webhook_rss_mib", "webhook peak RSS (MiB)", "{:.0f}"),
+    ("controller_rpm", "steady state: controller requests/min", "{:.1f}"),
+    ("webhook_rpm", "steady state: webhook requests/min", "{:.1f}"),
+    ("apiserver_rpm", "steady state: all API server requests/min", "{:.0f}"),
+    ("throttled", "controller requests answered 429", "{:.0f}"),
+    ("apf_rejected", "requests rejected by priority and fairness", "{:.0f}"),
+)
+_FLAT = frozenset({"passes_over_5s", "throttled", "apf_rejected", "pods"})
+
+
+def table(runs: Sequence[Figures]) -> str:
+    """Markdown: one column per size, then the growth exponent between consecutive sizes."""
+    head = ["nodes", *(str(r.nodes) for r in runs),
+            *(f"k {a.nodes}→{b.nodes}" for a, b in zip(runs, runs[1:], strict=False))]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, label, fmt in ROWS:
+        values = [getattr(r, name) for r in runs]
+        cells = [fmt.format(v) for v in values]
+        if name not in _FLAT:
+            cells += [_k(exponent(values[i], values[i + 1], runs[i].nodes, runs[i + 1].nodes))
+                      for i in range(len(runs) - 1)]
+        else:
+            cells += [""] * (len(runs) - 1)
+        lines.append("| " + " | ".join([label, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def cpu_table(runs: Sequence[Figures]) -> str:
+    """Where the labelling's CPU went: seconds per process, per size."""
+    procs = sorted({p for r in runs for p in r.cpu}, key=lambda p: -runs[-1].cpu.get(p, 0))
+    head = ["CPU s while labelling", *(str(r.nodes) for r in runs)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for proc in procs:
+        lines.append("| " + " | ".join([proc, *(f"{r.cpu.get(proc, 0):.1f}" for r in runs)])
+                     + " |")
+    return "\n".join(lines)
+
+
+def _k(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.2f}"
+
+
+def verdicts(runs: Sequence[Figures]) -> list[tuple[str, bool, str]]:
+    """The targets, judged at the largest size (steady requests against the smallest)."""
+    big, small = runs[-1], runs[0]
+    flat = big.controller_rpm <= 1.2 * small.controller_rpm + 2
+    return [
+        (f"every Pod labelled < 60 s after a policy change at {big.nodes} nodes",
+         big.pods_s < 60, f"{big.pods_s:.1f} s for {big.pods} Pods"),
+        ("controller peak RSS < 300 MiB", big.controller_rss_mib < 300,
+         f"{big.controller_rss_mib:.0f} MiB"),
+        ("webhook peak RSS < 200 MiB", big.webhook_rss_mib < 200,
+         f"{big.webhook_rss_mib:.0f} MiB"),
+        ("no reconcile pass longer than 5 s", big.passes_over_5s == 0,
+         f"{big.passes_over_5s} over 5 s; p99 {big.pass_p99_s:.2f} s"),
+        ("steady controller requests/min do not grow with Pods (within 20 % + 2)", flat,
+         f"{small.controller_rpm:.1f} at {small.nodes} nodes, {big.controller_rpm:.1f} at "
+         f"{big.nodes}"),
+        ("no 429 storm", big.throttled == 0 and big.apf_rejected == 0,
+         f"{big.throttled} answered 429 to the controller, {big.apf_rejected} rejected by "
+         "priority and fairness"),
+    ]
+
+
+# --- I/O: one size on its own cluster -----------------------------------------------------
 
 
 def _peak_rss_mib(proc: Process) -> float:
@@ -39,82 +190,176 @@ def _peak_rss_mib(proc: Process) -> float:
     return 0.0
 
 
-def _labelled(kube: Kube) -> tuple[int, int, int]:
-    workloads = labelled = 0
-    for kind in ("deployments", "statefulsets"):
-        for ns in ("production", "batch"):
+def _cpu_seconds(processes: Sequence[Process]) -> dict[str, float]:
+    out = {}
+    for proc in processes:
+        if proc.pid is None or not proc.running():
+            continue
+        stat = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        name = "webhook" if proc.name.startswith("webhook-") else proc.name
+        out[name] = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def _samples(text: str, name: str) -> list[tuple[Mapping[str, str], float]]:
+    out: list[tuple[Mapping[str, str], float]] = []
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        labels: dict[str, str] = {}
+        if "{" in head:
+            metric, _, rest = head.partition("{")
+            for part in rest.rstrip("}").split('",'):
+                k, _, v = part.partition('="')
+                labels[k.strip(",")] = v.rstrip('"')
+        else:
+            metric = head
+        if metric == name:
+            out.append((labels, float(value)))
+    return out
+
+
+def _buckets(text: str, name: str) -> list[tuple[float, float]]:
+    return sorted((float(labels["le"]), v) for labels, v in _samples(text, f"{name}_bucket"))
+
+
+def _sum(text: str, name: str) -> float:
+    return sum(v for _, v in _samples(text, name))
+
+
+def _settled(kube: Kube, s: Scenario) -> bool:
+    """Every workload reports all its replicas ready (cheaper than listing 15,000 Pods)."""
+    for ns in NAMESPACES:
+        for kind in ("deployments", "statefulsets"):
             for w in kube.items(path(kind, ns)):
-                if w["metadata"]["name"] in ("pinned", "payments"):
-                    continue
-                workloads += 1
-                labelled += (w["metadata"].get("labels") or {}).get(
-                    "compactor.dev/policy") == POLICY
-    pods = sum(1 for ns in ("production", "batch") for p in kube.items(path("pods", ns))
-               if (p["metadata"].get("labels") or {}).get("compactor.dev/policy") == POLICY)
-    return workloads, labelled, pods
+                if (w.get("status") or {}).get("readyReplicas", 0) != w["spec"]["replicas"]:
+                    return False
+        for ds in kube.items(path("daemonsets", ns)):
+            status = ds.get("status") or {}
+            if status.get("numberReady", 0) != s.nodes or status.get(
+                    "desiredNumberScheduled", 0) != s.nodes:
+                return False
+    return True
 
 
-def _apiserver_requests(kube: Kube) -> float:
-    total = 0.0
-    for line in kube.raw("/metrics").text.splitlines():
-        if line.startswith("apiserver_request_total{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+def _all_pods_labelled(kube: Kube) -> bool:
+    """No managed Pod without the policy label: one Pod's metadata at most per namespace, so
+    that asking every second costs what is measured next to nothing (listing the 15,000
+    Pods' metadata each second cost a quarter of a core, in this process alone)."""
+    for ns in MANAGED_NAMESPACES:
+        out = kube.request("GET", path("pods", ns), params={
+            "labelSelector": f"!{names.POLICY_LABEL},app!=node-agent", "limit": "1"},
+            headers=METADATA_ONLY)
+        if out.get("items"):
+            return False
+    return True
+
+
+def _workloads_labelled(kube: Kube, s: Scenario) -> bool:
+    for app in s.apps:
+        w = kube.get(path(app.kind.lower() + "s", app.namespace, app.name))
+        if (w["metadata"].get("labels") or {}).get(names.POLICY_LABEL) != POLICY:
+            return False
+    return True
+
+
+def _wait(what: str, probe: Callable[[], bool], timeout: float, interval: float) -> float:
+    started = time.monotonic()
+    while not probe():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+    return time.monotonic() - started
+
+
+def measure(nodes: int, steady_seconds: float) -> Figures:
+    s = scenario(nodes)
+    workdir = Path(tempfile.mkdtemp(prefix=f"compactor-bench-e2e-{nodes}-"))
+    with Cluster(ClusterConfig(workdir=workdir, start_timeout=300)) as cluster:
+        kube, stack = start_local(cluster, workdir / "compactor", resync_seconds=30,
+                                  webhook_cache_ttl=30, grace_seconds=35)
+        started = time.monotonic()
+        print(f"{nodes} nodes: creating them and {s.expected_pods} Pods ...", flush=True)
+        create(cluster, kube, s, wait=False)
+        _wait("every Pod Running", lambda: _settled(kube, s), 1800, 3)
+        print(f"  populated in {time.monotonic() - started:.0f} s", flush=True)
+        time.sleep(5)
+        cpu0 = _cpu_seconds(cluster.processes)
+        apply_policy(kube, s)
+        workloads_s = _wait("every workload labelled", lambda: _workloads_labelled(kube, s),
+                            600, 0.2)
+        pods_s = _wait("every Pod labelled", lambda: _all_pods_labelled(kube),
+                       900 - workloads_s, 1.0) + workloads_s
+        cpu = {k: v - cpu0.get(k, 0.0) for k, v in _cpu_seconds(cluster.processes).items()}
+        print(f"  labelled: workloads {workloads_s:.1f} s, Pods {pods_s:.1f} s", flush=True)
+        time.sleep(10)  # the last passes and their echoes
+        figures = _steady(kube, stack, cluster, s, workloads_s, pods_s, steady_seconds)
+        return dataclasses.replace(figures, cpu=cpu)
+
+
+def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
+            workloads_s: float, pods_s: float, seconds: float) -> Figures:
+    assert stack.webhook is not None
+    hook = stack.webhook
+
+    def apiserver() -> float:
+        return _sum(kube.raw("/metrics").text, "apiserver_request_total")
+    c0 = stack.controller_metric("compactor_controller_api_requests")
+    w0 = webhook_metric(hook, "compactor_owner_api_requests_total")
+    a0 = apiserver()
+    time.sleep(seconds)
+    per_min = 60.0 / seconds
+    c1 = stack.controller_metric("compactor_controller_api_requests")
+    w1 = webhook_metric(hook, "compactor_owner_api_requests_total")
+    a1 = apiserver()
+    metrics = _controller_metrics(stack)
+    passes = _buckets(metrics, "compactor_reconcile_duration_seconds")
+    plans = _buckets(metrics, "compactor_plan_duration_seconds")
+    count = passes[-1][1] if passes else 0.0
+    under5 = next((c for le, c in passes if le == 5.0), count)
+    server = kube.raw("/metrics").text
+    return Figures(
+        nodes=s.nodes, pods=s.expected_pods, workloads_s=workloads_s, pods_s=pods_s,
+        pass_mean_s=_sum(metrics, "compactor_reconcile_duration_seconds_sum") / max(count, 1),
+        pass_p99_s=quantile(passes, 0.99), passes_over_5s=int(count - under5),
+        plan_mean_s=_sum(metrics, "compactor_plan_duration_seconds_sum") / max(
+            plans[-1][1] if plans else 1, 1),
+        plan_p99_s=quantile(plans, 0.99),
+        controller_rss_mib=_peak_rss_mib(cluster.process("compactor-controller")),
+        webhook_rss_mib=_peak_rss_mib(hook.process),
+        controller_rpm=(c1 - c0) * per_min, webhook_rpm=(w1 - w0) * per_min,
+        apiserver_rpm=(a1 - a0) * per_min,
+        throttled=int(stack.controller_metric("compactor_controller_api_throttled")),
+        apf_rejected=int(_sum(server, "apiserver_flowcontrol_rejected_requests_total")))
+
+
+def _controller_metrics(stack: CompactorStack) -> str:
+    return httpx.get(f"http://127.0.0.1:{stack.metrics_port}/metrics", timeout=5).text
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--scale", type=float, default=1.0, help="1.0 = 100 nodes, ~3,000 Pods")
-    parser.add_argument("--steady-seconds", type=float, default=60.0)
+    parser.add_argument("--sizes", default="100,300,500", help="node counts, comma-separated")
+    parser.add_argument("--steady-seconds", type=float, default=120.0)
+    parser.add_argument("--patch-concurrency", type=int, default=None,
+                        help="COMPACTOR_CONTROLLER_PATCH_CONCURRENCY for the controller")
     args = parser.parse_args()
-    scenario = _scale(args.scale)
-    pods_total = sum(a.replicas for a in scenario.apps)
-    workdir = Path(tempfile.mkdtemp(prefix="compactor-bench-e2e-"))
-    with Cluster(ClusterConfig(workdir=workdir, start_timeout=300)) as cluster:
-        kube, stack = start_local(cluster, workdir / "compactor", resync_seconds=30,
-                                        webhook_cache_ttl=30, grace_seconds=35)
-        t = time.monotonic()
-        print(f"creating {scenario.nodes} nodes and {pods_total} managed Pods ...", flush=True)
-        create(cluster, kube, scenario)
-        print(f"  cluster populated in {time.monotonic() - t:.0f} s", flush=True)
-        time.sleep(5)
-        t0 = time.monotonic()
-        apply_policy(kube, scenario)
-        workloads_done = pods_done = None
-        while pods_done is None and time.monotonic() - t0 < 900:
-            workloads, labelled, pods = _labelled(kube)
-            if workloads_done is None and labelled == workloads:
-                workloads_done = time.monotonic() - t0
-            if pods >= pods_total:
-                pods_done = time.monotonic() - t0
-            time.sleep(1)
-        controller = cluster.process("compactor-controller")
-        assert stack.webhook is not None
-        hook, webhook = stack.webhook, stack.webhook.process
-        c0 = stack.controller_metric("compactor_controller_api_requests")
-        w0 = webhook_metric(hook, "compactor_owner_api_requests_total")
-        a0 = _apiserver_requests(kube)
-        time.sleep(args.steady_seconds)
-        per_min = 60.0 / args.steady_seconds
-        c1 = stack.controller_metric("compactor_controller_api_requests")
-        w1 = webhook_metric(hook, "compactor_owner_api_requests_total")
-        a1 = _apiserver_requests(kube)
-        passes = stack.controller_metric("compactor_reconcile_duration_seconds_count")
-        total = stack.controller_metric("compactor_reconcile_duration_seconds_sum")
-        rows = [
-            ("nodes / managed Pods", f"{scenario.nodes} / {pods_total}"),
-            ("policy change → every workload labelled", f"{workloads_done or float('nan'):.1f} s"),
-            ("policy change → every Pod labelled in place", f"{pods_done or float('nan'):.1f} s"),
-            ("mean reconcile pass", f"{total / passes if passes else float('nan'):.2f} s"),
-            ("controller peak RSS", f"{_peak_rss_mib(controller):.0f} MiB"),
-            ("webhook peak RSS", f"{_peak_rss_mib(webhook):.0f} MiB"),
-            ("steady state: controller API requests/min", f"{(c1 - c0) * per_min:.0f}"),
-            ("steady state: webhook API requests/min", f"{(w1 - w0) * per_min:.0f}"),
-            ("steady state: all API server requests/min", f"{(a1 - a0) * per_min:.0f}"),
-        ]
-        width = max(len(k) for k, _ in rows)
-        print("\n".join(f"  {k:<{width}}  {v}" for k, v in rows))
-        kube.close()
+    if args.patch_concurrency:
+        os.environ["COMPACTOR_CONTROLLER_PATCH_CONCURRENCY"] = str(args.patch_concurrency)
+    runs = []
+    for nodes in sorted(int(n) for n in args.sizes.split(",")):
+        runs.append(measure(nodes, args.steady_seconds))
+        print(table(runs), flush=True)
+    checks = verdicts(runs)
+    print("\n" + table(runs) + "\n\n" + cpu_table(runs) + "\n")
+    for name, ok, detail in checks:
+        print(f"{'PASS' if ok else 'FAIL'}: {name} ({detail})")
+    out = Path(__file__).resolve().parent.parent / "loadtest" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench-e2e.md").write_text(table(runs) + "\n\n" + cpu_table(runs) + "\n\n" + "\n".join(
+        f"{'PASS' if ok else 'FAIL'}: {n} ({d})" for n, ok, d in checks) + "\n")
+    raise SystemExit(0 if all(ok for _, ok, _ in checks) else 1)
 
 
 if __name__ == "__main__":

@@ -110,7 +110,9 @@ PROTECTED = {
 }
 
 
-def create(cluster: Cluster, kube: Kube, scenario: Scenario) -> None:
+def create(cluster: Cluster, kube: Kube, scenario: Scenario, wait: bool = True) -> None:
+    """The scenario's nodes and objects; then, unless ``wait`` is False, until every Pod is
+    Running (by listing them: for a few hundred Pods; a large one waits on workload status)."""
     cluster.add_nodes(kube, scenario.node_names, scenario.shape)
     for ns in (*MANAGED_NAMESPACES, "headroom"):
         kube.ensure_namespace(ns, default_service_account=True)
@@ -142,8 +144,9 @@ def create(cluster: Cluster, kube: Kube, scenario: Scenario) -> None:
         "Deployment", "capacity-reservation", 2, _template(
             {"app": "capacity-reservation"}, "1", "2Gi",
             extra={"priorityClassName": "overprovisioning"})))
-    wait_for("every scenario Pod Running", lambda: settled(kube, scenario), timeout=180,
-             interval=0.5)
+    if wait:
+        wait_for("every scenario Pod Running", lambda: settled(kube, scenario), timeout=180,
+                 interval=0.5)
 
 
 def settled(kube: Kube, scenario: Scenario) -> bool:

@@ -212,12 +212,11 @@ class CompactorStack:
         plurals = set()
         for file in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
             crd = yaml.safe_load(file.read_text())
-            self.kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]),
-                            crd)
+            self.kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]), crd)
             plurals.add(crd["spec"]["names"]["plural"])
-        wait_for("the compactor.dev kinds served", lambda: plurals <= {
-            r["name"] for r in self.kube.get("/apis/compactor.dev/v1alpha1").get(
-                "resources", [])})
+        wait_for("every compactor.dev kind served", lambda: plurals <= {
+            r["name"] for r in self.kube.get("/apis/compactor.dev/v1alpha1").get("resources")
+            or []})
         for name in ("webhook", "controller", "scheduler", "descheduler"):
             apply_file(self.kube, ROOT / "deploy" / "rbac" / f"{name}.yaml")
 

@@ -61,6 +61,7 @@ class Admitter:
         self.budget_seconds = budget_seconds
         # A namespace's LimitRanges fingerprint as the watch shows it; None when unknown.
         self.limit_ranges = limit_ranges
+        self._outcomes = {o: metrics.requests.labels(o.value) for o in Outcome}
 
     async def decide(self, request: AdmissionRequest) -> Decision:
         """The verdict for one request, within its budget; never raises."""
@@ -77,7 +78,7 @@ class Admitter:
             decision = Decision(Outcome.FAILED_OPEN, reason="internal")
         if decision.outcome is Outcome.FAILED_OPEN:
             self.metrics.failures.labels(decision.reason).inc()
-        self.metrics.requests.labels(decision.outcome.value).inc()
+        self._outcomes[decision.outcome].inc()
         return decision
 
     async def _decide(self, request: AdmissionRequest) -> Decision:

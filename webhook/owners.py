@@ -35,12 +35,16 @@ Fetch = Callable[[str], Awaitable[dict[str, Any] | None]]
 Known = Callable[[tuple[str, ...]], "OwnerRecord | None"]
 
 
+# Both are pure and asked on every admission with the same few arguments (a ReplicaSet's Pods
+# share their owner): computed, and validated, once.
+@functools.lru_cache(maxsize=65536)
 def namespace_path(namespace: str) -> str:
     if not is_dns_label(namespace):
         raise InvalidOwnerReference(f"namespace {namespace[:80]!r} is not a namespace name")
     return kinds.kind("Namespace").path(name=namespace)
 
 
+@functools.lru_cache(maxsize=65536)
 def owner_path(namespace: str, ref: OwnerRef) -> str | None:
     """The GET path of an owner; None for a kind that is not Compactor's (another group's
     ReplicaSet, say); InvalidOwnerReference for a reference no request may be built from."""
@@ -138,6 +142,8 @@ class OwnerCache:
             maxsize=maxsize, ttu=self._ttu, timer=clock)
         self._inflight: dict[tuple[str, ...], asyncio.Task[OwnerRecord]] = {}
         metrics.track_cache(lambda: len(self._cache))
+        self._hit, self._negative = metrics.lookups.labels("hit"), metrics.lookups.labels(
+            "negative")
 
     def _ttu(self, _key: tuple[str, ...], value: OwnerRecord, now: float) -> float:
         return now + (self._ttl if value.asks or value.ignored else self._negative_ttl)
@@ -152,11 +158,11 @@ class OwnerCache:
         if self.known is not None:
             watched = self.known(key)
             if watched is not None:
-                self._metrics.lookups.labels("hit").inc()
+                self._hit.inc()
                 return watched
         cached = self._cache.get(key)
         if cached is not None:
-            self._metrics.lookups.labels("negative" if cached is _ABSENT else "hit").inc()
+            (self._negative if cached is _ABSENT else self._hit).inc()
             return cached
         task = self._inflight.get(key)
         if task is None:

@@ -20,7 +20,13 @@ from webhook.kubeapi import KubeReader
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache
 from webhook.settings import Settings
-from webhook.tls import CertificateMismatch, CertReloader, check_names, harden
+from webhook.tls import (
+    CertificateMismatch,
+    CertReloader,
+    check_names,
+    harden,
+    read_one_record_at_a_time,
+)
 
 
 class Webhook:
@@ -101,6 +107,7 @@ def main() -> None:
     except (CertificateMismatch, OSError) as e:
         logging.getLogger("compactor.webhook").error("refusing to start: %s", e)
         sys.exit(2)
+    read_one_record_at_a_time()
     webhook = Webhook(settings)
     config = uvicorn_config(webhook)
     config.load()  # builds the SSLContext that the reloader refreshes in place

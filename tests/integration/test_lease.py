@@ -52,3 +52,21 @@ async def test_simultaneous_candidates_never_both_lead(api: Api) -> None:
     # Released: everyone races for it; optimistic concurrency lets exactly one win.
     results = await asyncio.gather(*(e.step() for e in electors))
     assert sum(results) == 1
+
+
+@pytest.mark.asyncio
+async def test_renewal_costs_one_write_per_third_of_the_lease_however_often_asked(
+        api: Api) -> None:
+    name = f"cost-{uuid.uuid4().hex[:6]}"
+    now = [datetime.datetime.now(datetime.UTC)]
+    elector = LeaderElector(api, "compactor-system", name, "a", lease_seconds=15,
+                            clock=lambda: now[0])
+    assert await elector.step()
+    before = api.requests
+    for _ in range(10):  # passes in quick succession ask again and again
+        now[0] += datetime.timedelta(seconds=0.4)
+        assert await elector.step()
+    assert api.requests == before, "no request within a third of the lease"
+    now[0] += datetime.timedelta(seconds=5)
+    assert await elector.step()
+    assert api.requests == before + 1, "one PUT with the held resourceVersion, no GET"

@@ -3,6 +3,7 @@ is the executor's rules: order, follow-ups, tolerated answers, back-off, memory)
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from controller.actions import Apply, Delete, Evict, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.api import ApiError
-from controller.executor import Executor
+from controller.executor import Executor, batches
 from controller.memory import Memory
 from controller.metrics import ControllerMetrics
 
@@ -126,3 +127,64 @@ async def test_an_event_that_cannot_be_recorded_is_no_error_of_the_pass() -> Non
     summary, _, _ = await _execute(api, Patch("/w", {}, Target.WORKLOAD,
                                               then=(_event("Changed"),)))
     assert summary.errors == [] and summary.workloads_patched == 1
+
+
+class SlowApi(RecordingApi):
+    """A patch takes a moment; counts how many are in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = self.most = 0
+
+    async def patch(self, path: str, patch: Any, kind: str = "merge") -> dict[str, Any]:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await asyncio.sleep(0.001)
+        self.in_flight -= 1
+        return await super().patch(path, patch, kind)
+
+
+@pytest.mark.asyncio
+async def test_with_a_slow_stand_in_pod_patches_run_concurrently_but_bounded() -> None:
+    api = SlowApi()
+    pods = [Patch(f"/p/{i}", {}, Target.POD) for i in range(50)]
+    summary, _ = await Executor(api, ControllerMetrics(), concurrency=4).execute(
+        Plan((Patch("/w", {}, Target.WORKLOAD), *pods, Delete("/x"))), Memory(), NOW)
+    assert api.most == 4 and summary.pods_patched == 50
+    # A run of one target is bounded by what comes before and after it.
+    assert api.calls[0] == ("patch-merge", "/w") and api.calls[-1] == ("delete", "/x")
+
+
+def test_only_independent_patches_of_one_target_are_grouped() -> None:
+    keyed = RecordEvent("shop", {}, key="once-an-hour")
+    actions = [Patch("/w1", {}, Target.WORKLOAD, then=(_event("Changed"),)),
+               Patch("/w2", {}, Target.WORKLOAD), Patch("/p1", {}, Target.POD),
+               Patch("/p2", {}, Target.POD), Patch("/n", [], Target.NODE, "json"),
+               Patch("/n2", [], Target.NODE, "json"), Patch("/p3", {}, Target.POD),
+               Patch("/p4", {}, Target.POD, then=(keyed,))]
+    assert [[a.path for a in b if isinstance(a, Patch)] for b in batches(actions)] == [
+        ["/w1", "/w2"], ["/p1", "/p2"], ["/n"], ["/n2"], ["/p3"], ["/p4"]]
+
+
+@pytest.mark.asyncio
+async def test_pod_patches_past_the_budget_are_deferred_and_the_rest_still_runs() -> None:
+    api = RecordingApi()
+    ticks = iter(range(100))
+    executor = Executor(api, ControllerMetrics(), concurrency=2,
+                        clock=lambda: float(next(ticks)))
+    pods = [Patch(f"/p/{i}", {}, Target.POD) for i in range(10)]
+    summary, _ = await executor.execute(
+        Plan((*pods, WriteStatus("/s", {}))), Memory(), NOW, deadline=3.0)
+    assert summary.pods_patched + summary.deferred == 10 and summary.deferred > 0
+    assert api.calls[-1] == ("patch-merge", "/s")  # what follows the Pods is never cut
+
+
+@pytest.mark.asyncio
+async def test_every_answer_to_a_write_is_observed() -> None:
+    seen: list[str] = []
+    executor = Executor(RecordingApi(), ControllerMetrics(),
+                        observe=lambda o: seen.append(str(o.get("kind", "patched"))))
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    await executor.execute(Plan((Patch("/p", {}, Target.POD), Apply("/cm", cm, "d"),
+                                 WriteStatus("/s", {}))), Memory(), NOW)
+    assert seen == ["patched", "ConfigMap", "patched"]

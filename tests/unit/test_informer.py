@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from controller.api import ApiError
-from controller.informer import Informer, Informers, drop_managed_fields
+from controller.api import ApiError, Page
+from controller.informer import Informer, Informers, Source, drop_managed_fields
 from controller.snapshot import parse_pod
 
 
@@ -31,8 +31,12 @@ class ScriptedApi:
         self.calls.append(("list", label_selector or ""))
         return [pod("a", "5")], "5"
 
-    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300
-                    ) -> AsyncIterator[tuple[str, Any]]:
+    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500
+                    ) -> AsyncIterator[Page]:
+        yield await self.list(path, label_selector)
+
+    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+                    label_selector: str | None = None) -> AsyncIterator[tuple[str, Any]]:
         self.calls.append(("watch", resource_version))
         if not self.watches:
             self.quiet.set()
@@ -98,7 +102,7 @@ async def test_an_unserved_kind_is_not_synced_and_reads_fall_back_to_the_api() -
 
     api = Unserved([])
     rollouts = "/apis/argoproj.io/v1alpha1/rollouts"
-    informers = Informers(api, waking=[rollouts], cached={rollouts: drop_managed_fields})
+    informers = Informers(api, {rollouts: Source(drop_managed_fields)})
     informer = informers.by_path[rollouts]
     await _until_quiet(informer, api)
     assert not informer.synced and informers.synced(rollouts) is None
@@ -107,7 +111,7 @@ async def test_an_unserved_kind_is_not_synced_and_reads_fall_back_to_the_api() -
 @pytest.mark.asyncio
 async def test_a_synced_cache_keeps_each_object_as_its_parse_makes_it() -> None:
     api = ScriptedApi([])
-    informers = Informers(api, waking=[], cached={"/api/v1/pods": parse_pod})
+    informers = Informers(api, {"/api/v1/pods": Source(parse_pod, wakes=False)})
     await _until_quiet(informers.by_path["/api/v1/pods"], api)
     informer = informers.synced("/api/v1/pods")
     assert informer is not None and informer.resource_version == "5"
@@ -119,9 +123,71 @@ async def test_a_synced_cache_keeps_each_object_as_its_parse_makes_it() -> None:
 async def test_a_path_that_only_wakes_keeps_nothing_and_serves_nothing() -> None:
     api = ScriptedApi([[("ADDED", pod("b", "6"))]])
     wakes: list[int] = []
-    informers = Informers(api, waking=["/api/v1/nodes"], wake=lambda: wakes.append(1))
+    informers = Informers(api, {"/api/v1/nodes": Source()}, wake=lambda: wakes.append(1))
     informer = informers.by_path["/api/v1/nodes"]
     await _until_quiet(informer, api)
     assert len(wakes) == 2 and len(informer) == 2 and informer.items() == [None, None]
     assert informers.objects() == 0
     assert informers.synced("/api/v1/nodes") is None  # it serves no reads
+
+
+@pytest.mark.asyncio
+async def test_with_a_scripted_api_a_lagging_watch_never_replaces_an_observed_write() -> None:
+    # The controller's patch answered rv 9; the watch still delivers rv 6 and 8, then 9.
+    api = ScriptedApi([[("MODIFIED", pod("a", "6", labels={"v": "old"})),
+                        ("MODIFIED", pod("a", "8", labels={"v": "older"})),
+                        ("MODIFIED", pod("a", "9", labels={"v": "mine"}))]])
+    wakes: list[int] = []
+    informers = Informers(api, {"/api/v1/pods": Source(drop_managed_fields)},
+                          wake=lambda: wakes.append(1))
+    informer = informers.by_path["/api/v1/pods"]
+    await informer._list()
+    informer.synced = True
+    informers.observe({"kind": "Pod", **pod("a", "9", labels={"v": "mine"})})
+    await _until_quiet(informer, api)
+    (held,) = informer.items()
+    assert held["metadata"]["labels"] == {"v": "mine"}
+    assert wakes == [1]  # the relist in run(); no stale event and not our own echo
+
+
+@pytest.mark.asyncio
+async def test_a_relist_keeps_a_record_written_after_the_list_was_taken() -> None:
+    api = ScriptedApi([])
+    informer = Informer(api, "/api/v1/pods", drop_managed_fields)
+    informer.put(pod("a", "12", labels={"v": "written"}))
+    await informer._list()  # lists "a" at rv 5
+    assert informer.items()[0]["metadata"]["labels"] == {"v": "written"}
+
+
+def test_observe_goes_only_to_caches_whose_namespace_and_selector_hold_the_object() -> None:
+    api = ScriptedApi([])
+    own = "/api/v1/namespaces/compactor-system/configmaps"
+    informers = Informers(api, {own: Source(drop_managed_fields,
+                                            selector="app.kubernetes.io/managed-by=compactor")})
+    informers.by_path[own].synced = True
+    cm: dict[str, Any] = {"kind": "ConfigMap", "metadata": {
+        "namespace": "compactor-system", "name": "x", "resourceVersion": "3",
+        "labels": {"app.kubernetes.io/managed-by": "compactor"}}}
+    informers.observe(cm)
+    informers.observe({**cm, "metadata": {**cm["metadata"], "name": "other", "labels": {}}})
+    informers.observe({**cm, "metadata": {**cm["metadata"], "namespace": "shop", "name": "y"}})
+    assert [o["metadata"]["name"] for o in informers.by_path[own].items()] == ["x"]
+
+
+def test_a_node_heartbeat_needs_no_pass() -> None:
+    from controller.snapshot import parse_node
+    from controller.sources import NODES, sources
+    source = sources("compactor-system")[NODES]
+    informer = Informer(ScriptedApi([]), NODES, parse_node, same=source.same)
+    node = {"metadata": {"name": "n1", "resourceVersion": "5"},
+            "status": {"allocatable": {"cpu": "4"}}}
+    assert informer.put(node)
+    assert not informer.put({**node, "metadata": {"name": "n1", "resourceVersion": "6"}})
+    assert informer.put({**node, "metadata": {"name": "n1", "resourceVersion": "7",
+                                              "labels": {"pool": "a"}}})
+
+
+def test_watches_of_one_process_ask_for_different_lengths_between_once_and_twice() -> None:
+    from controller.informer import WATCH_SECONDS, watch_seconds
+    asked = {watch_seconds() for _ in range(200)}
+    assert min(asked) >= WATCH_SECONDS and max(asked) < 2 * WATCH_SECONDS and len(asked) > 50

@@ -385,3 +385,43 @@ def test_a_pending_pod_takes_its_room_before_any_drain_is_planned() -> None:
 def test_a_pending_pod_that_fits_nowhere_changes_nothing() -> None:
     pods = [pod("d1", "dense", 3), pod("s1", "sparse", 0.8), _pending("huge", 9)]
     assert _plan([node("dense"), node("sparse")], pods).freeable == ("sparse",)
+
+
+def test_a_plan_is_reused_while_nothing_it_reads_changes_but_compactors_own_labels() -> None:
+    from controller.planner import REUSE, reuse_or_plan
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("w1", "a"), pod("w2", "b"), pod("w3", "c", cpu=2)]
+    members = managed(*pods)
+    policies = [(POLICY, ALL)]
+    first, memo = reuse_or_plan(None, policies, nodes, pods, members, [], NOW)
+    assert memo is not None
+    labelled = [replace(p, labels={**p.labels, "compactor.dev/policy": "p"},
+                        annotations={"compactor.dev/intent": "{}"}) for p in pods]
+    again, same = reuse_or_plan(memo, policies, nodes, labelled, managed(*labelled), [],
+                                NOW + datetime.timedelta(seconds=5))
+    assert same is memo and again == first
+    moved = [replace(pods[0], node_name="c"), *pods[1:]]
+    _, fresh = reuse_or_plan(memo, policies, nodes, moved, managed(*moved), [], NOW)
+    assert fresh is not None and fresh is not memo
+    _, late = reuse_or_plan(memo, policies, nodes, pods, members, [], NOW + REUSE)
+    assert late is not memo and late is not None and late.at == NOW + REUSE
+    own = PdbInfo("shop", "b", LabelSelector((requirement(
+        "compactor.dev/policy", Operator.IN, "p"),)), 1)
+    _, none = reuse_or_plan(memo, policies, nodes, pods, members, [own], NOW)
+    assert none is None, "a budget that selects on Compactor's labels: always planned afresh"
+
+
+def test_a_pod_with_only_tolerations_is_placed_as_one_without_constraints() -> None:
+    tolerates = Placement(tolerations=(Toleration("dedicated", "Exists", "", "NoSchedule"),))
+    assert tolerates.tolerations_only and not Placement(node_selector={"a": "b"}).tolerations_only
+    tainted = node("t", taints=[Taint("dedicated", "gpu", "NoSchedule")])
+    nodes = [node("a"), node("b", cpu=2), tainted]
+    mover = pod("m", "a", cpu=0.5, placement=tolerates)
+    plain = pod("p", "a", cpu=0.5)
+    others = [pod("x", "b", cpu=1.5), pod("y", "t", cpu=3.2, placement=tolerates)]
+    plans = plan_drains([(POLICY, ALL)], nodes, [mover, plain, *others],
+                        managed(mover, plain), [], NOW)
+    # Both leave a: the tolerating Pod first, for the most allocated node (tainted, which it
+    # tolerates), the other for b, where one of them fits.
+    assert plans[0].freeable == ("a",)
+    assert plans[0].moves == {("shop", "m"): "t", ("shop", "p"): "b"}

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from controller.api import ApiError
+from controller.api import ApiError, Page
 from controller.informer import Informers
-from controller.reader import CACHED, JOBS, PODS, POLICIES, REPLICA_SETS, Reader
+from controller.reader import JOBS, PODS, POLICIES, REPLICA_SETS, Reader
+from controller.sources import sources
 
 POLICY = {"apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
           "metadata": {"name": "p", "uid": "u", "generation": 1,
@@ -37,12 +38,16 @@ class RecordingApi:
             return list(self.policies), "1"
         return ([POD] if path == PODS else []), "3"
 
+    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500
+                    ) -> AsyncIterator[Page]:
+        yield await self.list(path, label_selector)
+
     async def version(self) -> str:
         self.calls.append(("version", ""))
         return "v1.36.3"
 
-    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300
-              ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+              label_selector: str | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         return self._quiet()
 
     async def _quiet(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
@@ -58,7 +63,7 @@ async def test_pods_and_owners_come_from_synced_caches_and_equal_a_fresh_read() 
     api = RecordingApi()
     fresh = await Reader(api).read()
     assert api.listed(PODS) == 1
-    informers = Informers(api, waking=[], cached=CACHED)
+    informers = Informers(api, sources("compactor-system"))
     stop = asyncio.Event()
     task = asyncio.create_task(informers.run(stop))
     while any(informers.synced(p) is None for p in (PODS, REPLICA_SETS, JOBS)):
@@ -90,3 +95,20 @@ async def test_an_unserved_kind_is_skipped_and_own_objects_are_listed_by_label()
     assert ("list", "/api/v1/namespaces/compactor-system/configmaps") in api.calls
     assert ("list", "/apis/batch/v1/namespaces/compactor-system/cronjobs") in api.calls
     assert ("list", "/apis/apps/v1/namespaces/compactor-system/deployments") in api.calls
+
+
+@pytest.mark.asyncio
+async def test_a_kind_its_cache_found_not_served_is_not_listed_by_every_pass() -> None:
+    api = RecordingApi()
+    informers = Informers(api, sources("compactor-system"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(informers.run(stop))
+    assert await informers.wait_synced(informers.by_path, stop, 5)
+    rollouts = "/apis/argoproj.io/v1alpha1/rollouts"
+    listed = api.listed(rollouts)
+    reader = Reader(api, informers=informers)
+    for _ in range(3):
+        await reader.read()
+    assert api.listed(rollouts) == listed
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

@@ -109,3 +109,15 @@ def test_the_controllers_own_settings_and_their_defaults() -> None:
     assert (s.namespace, s.resync_seconds, s.metrics_port, s.log_level) == (
         "ops", 5.0, 0, "DEBUG")
     assert s.intent_grace.total_seconds() == 2 and s.certs is None
+
+
+def test_patch_concurrency_and_pass_budget_are_read_and_bounded() -> None:
+    default = load({})
+    assert (default.patch_concurrency, default.pass_budget_seconds) == (8, 4.0)
+    chosen = load({"COMPACTOR_CONTROLLER_PATCH_CONCURRENCY": "16",
+                   "COMPACTOR_CONTROLLER_PASS_BUDGET_SECONDS": "2.5"})
+    assert (chosen.patch_concurrency, chosen.pass_budget_seconds) == (16, 2.5)
+    with pytest.raises(SettingsError) as caught:
+        load({"COMPACTOR_CONTROLLER_PATCH_CONCURRENCY": "0",
+              "COMPACTOR_CONTROLLER_PASS_BUDGET_SECONDS": "-1"})
+    assert len(caught.value.problems) == 2
