@@ -268,13 +268,15 @@ class CompactorStack:
         """``grace_seconds`` defaults to a second past the webhook's cache lifetime; a shorter
         one would evict Pods the webhook judged on a stale owner and report loops that are not."""
         replica = self.start_controller_replica("compactor-controller-local", resync_seconds,
-                                                grace_seconds, log="controller.log")
+                                                grace_seconds, log="controller.log",
+                                                name="compactor-controller")
         self.metrics_port = replica.metrics_port
 
     def start_controller_replica(self, identity: str, resync_seconds: float = 2.0,
                                  grace_seconds: float | None = None, server: str | None = None,
                                  log: str | None = None,
-                                 extra_env: dict[str, str] | None = None) -> RunningController:
+                                 extra_env: dict[str, str] | None = None,
+                                 name: str | None = None) -> RunningController:
         """One controller process under ``identity`` (its Lease holder name); several make
         one leader and standbys, as the Deployment's replicas do."""
         if grace_seconds is None:
@@ -292,7 +294,7 @@ class CompactorStack:
                "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS": str(grace_seconds),
                "COMPACTOR_CONTROLLER_METRICS_PORT": str(port),
                "COMPACTOR_CERTS_MODE": "off", "POD_NAME": identity, **(extra_env or {})}
-        proc = Process(identity, [sys.executable, "-m", "controller"],
+        proc = Process(name or identity, [sys.executable, "-m", "controller"],
                        self.dir / (log or f"{identity}.log"), env=env)
         proc.start()
         self.cluster.processes.append(proc)
