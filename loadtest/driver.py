@@ -33,6 +33,8 @@ import httpx
 import orjson
 
 from compaction.intent import Intent
+from compaction.resource_plan import ResourcePlan
+from compaction.static_policy import ContainerResources
 from loadtest import creators
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.kube import path, wait_for
@@ -48,6 +50,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "loadtest" / "results"
 INTENT = Intent("bench", {"compactor.dev/policy": "bench"}, "compactor-scheduler")
 ANNOTATIONS = {"compactor.dev/intent": INTENT.render()}
+# One owner in six also carries a resource plan: those admissions patch container resources
+# too (the namespace has no LimitRange; the plan says so).
+RESOURCE_PLAN = ResourcePlan({"app": ContainerResources("app", {"cpu": "250m"},
+                                                        {"memory": "512Mi"})})
+PLANNED = {**ANNOTATIONS, "compactor.dev/resources": RESOURCE_PLAN.rendered}
 SERVER_CPU, LOCUST_CPU = 0, 1
 
 
@@ -307,7 +314,8 @@ class Bench:
         for i in range(4):
             self.kube.create(path("deployments", ns), {
                 "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": f"web-{i}", "annotations": ANNOTATIONS},
+                "metadata": {"name": f"web-{i}",
+                             "annotations": PLANNED if i == 0 else ANNOTATIONS},
                 "spec": {"replicas": 0, "selector": {"matchLabels": {"app": f"web-{i}"}},
                          "template": {"metadata": {"labels": {"app": f"web-{i}"}},
                                       "spec": {"containers": [{"name": "c", "image": "p"}]}}}})
