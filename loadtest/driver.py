@@ -40,6 +40,8 @@ from loadtest import creators
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.kube import path, wait_for
 from localcluster.process import Process, free_port
+from localcluster.procstat import cpu_seconds, peak_rss_mib
+from localcluster.scrape import delta, histogram, quantile
 from localcluster.stack import (
     apply_file,
     service_account_token,
@@ -88,52 +90,20 @@ class Row:
     gets: str = ""
 
 
-def _proc_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _peak_rss(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
-def _histogram(text: str, name: str) -> list[tuple[float, float]]:
-    buckets = []
-    for line in text.splitlines():
-        if line.startswith(f"{name}_bucket{{"):
-            le = line.split('le="', 1)[1].split('"', 1)[0]
-            buckets.append((float("inf") if le == "+Inf" else float(le),
-                            float(line.rsplit(" ", 1)[1])))
-    return sorted(buckets)
 
 
-def _quantile(buckets: list[tuple[float, float]], q: float) -> float:
-    """Linear interpolation inside the bucket, as Prometheus' histogram_quantile does."""
-    if not buckets or buckets[-1][1] == 0:
-        return float("nan")
-    rank, prev_le, prev_count = q * buckets[-1][1], 0.0, 0.0
-    for le, count in buckets:
-        if count >= rank:
-            if le == float("inf"):
-                return prev_le
-            return prev_le + (le - prev_le) * (rank - prev_count) / max(count - prev_count, 1e-9)
-        prev_le, prev_count = le, count
-    return prev_le
 
 
 def _q3(buckets: list[tuple[float, float]]) -> tuple[float, float, float]:
     """p50, p95, p99 in milliseconds."""
-    p50, p95, p99 = (1000 * _quantile(buckets, q) for q in (0.5, 0.95, 0.99))
+    p50, p95, p99 = (1000 * quantile(buckets, q) for q in (0.5, 0.95, 0.99))
     return p50, p95, p99
 
 
-def _delta(after: list[tuple[float, float]], before: list[tuple[float, float]]
-           ) -> list[tuple[float, float]]:
-    b = dict(before)
-    return [(le, c - b.get(le, 0.0)) for le, c in after]
 
 
 def _bodies(namespace: str, owners: list[dict[str, Any]], count: int, file: Path) -> Path:
@@ -231,15 +201,15 @@ class Bench:
     def _run(self, name: str, proc: Process, port: int, bodies: Path, rate: float = 0.0,
              users: int | None = None, keep: bool = True) -> Row:
         hist = "compactor_admission_duration_seconds"
-        before = _histogram(self._metrics(port), hist) if name != "baseline" else []
-        cpu0 = _proc_cpu(proc.pid or 0)
+        before = histogram(self._metrics(port), hist) if name != "baseline" else []
+        cpu0 = cpu_seconds(proc.pid or 0)
         stats = _locust(port, bodies, users or self.users, self.seconds, rate,
                         self.dir / name.replace(" ", "_"))
-        cpu = _proc_cpu(proc.pid or 0) - cpu0
-        server = _delta(_histogram(self._metrics(port), hist), before) if before else []
+        cpu = cpu_seconds(proc.pid or 0) - cpu0
+        server = delta(histogram(self._metrics(port), hist), before) if before else []
         s50, s95, s99 = _q3(server)
         row = Row(name, stats["rps"], stats["p50"], stats["p95"], stats["p99"], s50, s95, s99,
-                  1000 * cpu / max(stats["requests"], 1), _peak_rss(proc.pid or 0),
+                  1000 * cpu / max(stats["requests"], 1), peak_rss_mib(proc.pid or 0),
                   int(stats["failures"]), int(stats["requests"]))
         if keep:
             self.rows.append(row)
@@ -363,7 +333,7 @@ class Bench:
                 return await asyncio.gather(*(client.post(
                     f"https://127.0.0.1:{port}/mutate", content=b) for b in bodies))
 
-        cpu0, started = _proc_cpu(proc.pid or 0), time.monotonic()
+        cpu0, started = cpu_seconds(proc.pid or 0), time.monotonic()
         answers = asyncio.run(fire())
         elapsed = time.monotonic() - started
         text = self._metrics(port)
@@ -371,12 +341,12 @@ class Bench:
                         if line.startswith("compactor_owner_api_requests_total ")))
         patched = sum(1 for a in answers
                       if a.status_code == 200 and "patch" in a.json()["response"])
-        server = _histogram(text, "compactor_admission_duration_seconds")
+        server = histogram(text, "compactor_admission_duration_seconds")
         failures = sum(1 for a in answers if a.status_code != 200) + (500 - patched)
         nan = float("nan")
         row = Row("cold burst (500 Pods, one ReplicaSet)", 500 / elapsed, nan, nan, nan,
-                  *_q3(server), 1000 * (_proc_cpu(proc.pid or 0) - cpu0) / 500,
-                  _peak_rss(proc.pid or 0), failures, 500, gets=str(gets))
+                  *_q3(server), 1000 * (cpu_seconds(proc.pid or 0) - cpu0) / 500,
+                  peak_rss_mib(proc.pid or 0), failures, 500, gets=str(gets))
         self.rows.append(row)
         proc.stop()
         # The namespace (for its opt-out label), the ReplicaSet (followed to its owner) and the
@@ -403,10 +373,10 @@ class Bench:
             made = self.kube.create(path("pods", ns), pod)
             ok &= "compactor.dev/policy" in (made["metadata"].get("labels") or {})
         elapsed = time.monotonic() - started
-        hist = _delta(_webhook_hist(self.kube, metric, name), before)
+        hist = delta(_webhook_hist(self.kube, metric, name), before)
         nan = float("nan")
         self.rows.append(Row("through the API server (sequential creates)", n / elapsed,
-                             nan, nan, nan, *_q3(hist), nan, _peak_rss(proc.pid or 0),
+                             nan, nan, nan, *_q3(hist), nan, peak_rss_mib(proc.pid or 0),
                              0 if ok else 1, n))
         self.kube.delete(path("mutatingwebhookconfigurations", name=name))
         proc.stop()
@@ -449,7 +419,7 @@ class Bench:
             rate = statistics.median(r.per_second for r, _ in done)
             p50 = statistics.median(creators.quantile_ms(h, 0.5) for _, h in done)
             p99 = statistics.median(creators.quantile_ms(h, 0.99) for _, h in done)
-            rss = _peak_rss(proc.pid or 0) if variant == "with" else nan
+            rss = peak_rss_mib(proc.pid or 0) if variant == "with" else nan
             self.rows.append(Row(
                 f"through the API server ({self.parallel} creators, {variant} the webhook)",
                 rate, nan, nan, nan, p50 if variant == "with" else nan, nan,

@@ -39,6 +39,7 @@ from loadtest import creators
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.kube import path, wait_for
 from localcluster.process import Process, free_port
+from localcluster.procstat import cpu_seconds, peak_rss_mib
 from localcluster.stack import (
     WEBHOOK_NAMESPACE_LABEL,
     start_webhook_process,
@@ -152,16 +153,8 @@ def ratios(rows: list[Summary]) -> list[str]:
 # --- I/O ---------------------------------------------------------------------------------
 
 
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _peak_rss(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _kyverno_bin() -> Path:
@@ -324,10 +317,10 @@ def run(repeats: int, pods: int, parallel: int) -> int:
                 proc = procs.get(variant)
                 webhook = names.get(variant, "")
                 before = creators.webhook_histogram(kube, webhook) if proc else []
-                cpu0 = _cpu(proc.pid or 0) if proc else 0.0
+                cpu0 = cpu_seconds(proc.pid or 0) if proc else 0.0
                 made = creators.create_pods(cluster.credentials, NAMESPACE, pod, pods,
                                             parallel)
-                cpu = _cpu(proc.pid or 0) - cpu0 if proc else 0.0
+                cpu = cpu_seconds(proc.pid or 0) - cpu0 if proc else 0.0
                 hist = creators.delta(creators.webhook_histogram(kube, webhook), before) \
                     if proc else []
                 samples.append(Sample(variant, made, creators.quantile_ms(hist, 0.5),
@@ -340,7 +333,7 @@ def run(repeats: int, pods: int, parallel: int) -> int:
                 creators.clear(kube, NAMESPACE)
                 time.sleep(2)
         wrong = _only_loopback(kube)
-        rows = [summarize(v, samples, _peak_rss(procs[v].pid or 0) if v in procs else 0.0)
+        rows = [summarize(v, samples, peak_rss_mib(procs[v].pid or 0) if v in procs else 0.0)
                 for v in ("none", "compactor", "kyverno")]
         kube.close()
     out = [table(rows), "", *ratios(rows), ""]

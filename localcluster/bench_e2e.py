@@ -27,6 +27,7 @@ from compaction import names
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.kube import path
 from localcluster.process import Process
+from localcluster.procstat import cpu_seconds, peak_rss_mib
 from localcluster.scenario import (
     MANAGED_NAMESPACES,
     NAMESPACES,
@@ -183,11 +184,6 @@ def verdicts(runs: Sequence[Figures]) -> list[tuple[str, bool, str]]:
 # --- I/O: one size on its own cluster -----------------------------------------------------
 
 
-def _peak_rss_mib(proc: Process) -> float:
-    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _cpu_seconds(processes: Sequence[Process]) -> dict[str, float]:
@@ -195,9 +191,8 @@ def _cpu_seconds(processes: Sequence[Process]) -> dict[str, float]:
     for proc in processes:
         if proc.pid is None or not proc.running():
             continue
-        stat = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         name = "webhook" if proc.name.startswith("webhook-") else proc.name
-        out[name] = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        out[name] = cpu_seconds(proc.pid)
     return out
 
 
@@ -326,8 +321,8 @@ def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
         plan_mean_s=_sum(metrics, "compactor_plan_duration_seconds_sum") / max(
             plans[-1][1] if plans else 1, 1),
         plan_p99_s=quantile(plans, 0.99),
-        controller_rss_mib=_peak_rss_mib(cluster.process("compactor-controller")),
-        webhook_rss_mib=_peak_rss_mib(hook.process),
+        controller_rss_mib=peak_rss_mib(cluster.process("compactor-controller").pid),
+        webhook_rss_mib=peak_rss_mib(hook.process.pid),
         controller_rpm=(c1 - c0) * per_min, webhook_rpm=(w1 - w0) * per_min,
         apiserver_rpm=(a1 - a0) * per_min,
         throttled=int(stack.controller_metric("compactor_controller_api_throttled")),

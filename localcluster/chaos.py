@@ -29,11 +29,12 @@ from controller.convergence import ConvergenceState
 from localcluster import scrape
 from localcluster.audit import AuditLog, evictions, pod_creations
 from localcluster.background import DeschedulerLoop, LeaseWatch, Restarter
-from localcluster.chaos_scenario import LIMITS, compliant, deployment, peak_rss_mib, policy_spec
+from localcluster.chaos_scenario import LIMITS, compliant, deployment, policy_spec
 from localcluster.churn import Churn
 from localcluster.cluster import Cluster, NodeShape
 from localcluster.kube import ApiError, path, wait_for
 from localcluster.process import Process
+from localcluster.procstat import peak_rss_mib
 from localcluster.relay import Relay
 from localcluster.reliability import (
     FaultReport,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from compaction import names
@@ -47,14 +46,6 @@ def deployment(name: str, replicas: int, pool: str, cpu: str, memory: str,
                                                    "cpu": cpu, "memory": memory}}}]}}}}
 
 
-def peak_rss_mib(pid: int | None) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def compliant(pod: dict[str, Any], intent: Intent, scheduler: bool) -> bool:
