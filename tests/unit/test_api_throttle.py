@@ -94,7 +94,7 @@ class _Unreachable:
     TimeoutError()], ids=["refused", "reset", "timeout"])
 async def test_no_answer_from_a_mocked_client_is_an_api_error_not_a_crash(
         error: Exception) -> None:
-    api = Api(_Unreachable(error))  # type: ignore[arg-type]
+    api = Api(cast(ApiClient, _Unreachable(error)))
     with pytest.raises(ApiError) as e:
         await api.request("GET", "/apis/coordination.k8s.io/v1/namespaces/x/leases/y")
     assert e.value.status == UNREACHABLE and e.value.reason == "Unreachable"
