@@ -11,16 +11,14 @@ measured is admission and storage alone; ``clear`` deletes them between runs.
 from __future__ import annotations
 
 import asyncio
-import math
 import ssl
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from localcluster import Kube
+from localcluster import Kube, scrape
 from localcluster.kube import Credentials, path
 
 WEBHOOK_LATENCY = "apiserver_admission_webhook_admission_duration_seconds"
@@ -79,35 +77,8 @@ def clear(kube: Kube, namespace: str) -> None:
     kube.request("DELETE", path("pods", namespace))
 
 
-def webhook_histogram(kube: Kube, webhook: str) -> list[tuple[float, float]]:
+def webhook_histogram(kube: Kube, webhook: str) -> scrape.Buckets:
     """The API server's histogram of its calls to the webhook named ``webhook``, summed over
     its label sets (admit calls only)."""
-    sums: dict[float, float] = {}
-    for line in kube.raw("/metrics").text.splitlines():
-        if (line.startswith(f"{WEBHOOK_LATENCY}_bucket{{") and f'name="{webhook}"' in line
-                and 'type="admit"' in line):
-            le = line.split('le="', 1)[1].split('"', 1)[0]
-            key = math.inf if le == "+Inf" else float(le)
-            sums[key] = sums.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
-    return sorted(sums.items())
-
-
-def delta(after: Sequence[tuple[float, float]], before: Sequence[tuple[float, float]]
-          ) -> list[tuple[float, float]]:
-    b = dict(before)
-    return [(le, c - b.get(le, 0.0)) for le, c in after]
-
-
-def quantile_ms(buckets: Sequence[tuple[float, float]], q: float) -> float:
-    """Linear interpolation inside the bucket (as Prometheus' histogram_quantile), in ms."""
-    if not buckets or buckets[-1][1] == 0:
-        return float("nan")
-    rank, prev_le, prev_count = q * buckets[-1][1], 0.0, 0.0
-    for le, count in buckets:
-        if count >= rank:
-            if math.isinf(le):
-                return 1000 * prev_le
-            return 1000 * (prev_le + (le - prev_le) * (rank - prev_count)
-                           / max(count - prev_count, 1e-9))
-        prev_le, prev_count = le, count
-    return 1000 * prev_le
+    return scrape.histogram(kube.raw("/metrics").text, WEBHOOK_LATENCY,
+                            {"name": webhook, "type": "admit"})

@@ -37,7 +37,7 @@ from compaction.intent import Intent
 from compaction.resource_plan import ResourcePlan
 from compaction.static_policy import ContainerResources
 from loadtest import creators
-from localcluster import Cluster, ClusterConfig, Kube
+from localcluster import Cluster, ClusterConfig, scrape
 from localcluster.kube import path, wait_for
 from localcluster.process import Process, free_port
 from localcluster.procstat import cpu_seconds, peak_rss_mib
@@ -366,14 +366,18 @@ class Bench:
                "spec": {"containers": [{"name": "c", "image": "pause"}]}}
         wait_for("webhook in use", lambda: "compactor.dev/policy" in (
             self.kube.create(path("pods", ns), pod)["metadata"].get("labels") or {}))
-        metric = "apiserver_admission_webhook_admission_duration_seconds"
-        before = [b for b in _webhook_hist(self.kube, metric, name)]
+        def calls() -> scrape.Buckets:
+            """The API server's own histogram of its calls to our webhook."""
+            return scrape.histogram(self.kube.raw("/metrics").text,
+                                    "apiserver_admission_webhook_admission_duration_seconds",
+                                    {"name": f"{name}.pods.compactor.dev"})
+        before = calls()
         ok, started, n = True, time.monotonic(), 300
         for _ in range(n):
             made = self.kube.create(path("pods", ns), pod)
             ok &= "compactor.dev/policy" in (made["metadata"].get("labels") or {})
         elapsed = time.monotonic() - started
-        hist = delta(_webhook_hist(self.kube, metric, name), before)
+        hist = delta(calls(), before)
         nan = float("nan")
         self.rows.append(Row("through the API server (sequential creates)", n / elapsed,
                              nan, nan, nan, *_q3(hist), nan, peak_rss_mib(proc.pid or 0),
@@ -403,7 +407,7 @@ class Bench:
                 before = creators.webhook_histogram(self.kube, webhook)
                 run = creators.create_pods(self.cluster.credentials, ns, pod, self.creations,
                                            self.parallel)
-                hist = creators.delta(creators.webhook_histogram(self.kube, webhook), before)
+                hist = scrape.delta(creators.webhook_histogram(self.kube, webhook), before)
                 runs[variant].append((run, hist))
                 print(f"  {self.parallel} creators, {variant} the webhook: "
                       f"{run.per_second:.0f} Pods/s", flush=True)
@@ -417,8 +421,8 @@ class Bench:
         for variant in ("without", "with"):
             done = runs[variant]
             rate = statistics.median(r.per_second for r, _ in done)
-            p50 = statistics.median(creators.quantile_ms(h, 0.5) for _, h in done)
-            p99 = statistics.median(creators.quantile_ms(h, 0.99) for _, h in done)
+            p50 = statistics.median(1000 * scrape.quantile(h, 0.5) for _, h in done)
+            p99 = statistics.median(1000 * scrape.quantile(h, 0.99) for _, h in done)
             rss = peak_rss_mib(proc.pid or 0) if variant == "with" else nan
             self.rows.append(Row(
                 f"through the API server ({self.parallel} creators, {variant} the webhook)",
@@ -489,15 +493,6 @@ def _owners_rss(where: str) -> float:
     return float(json.loads(out.stdout)["peak_mib"])
 
 
-def _webhook_hist(kube: Kube, metric: str, config: str) -> list[tuple[float, float]]:
-    """The API server's own histogram of calls to our webhook, summed over its label sets."""
-    sums: dict[float, float] = {}
-    for line in kube.raw("/metrics").text.splitlines():
-        if line.startswith(f"{metric}_bucket{{") and f'name="{config}.pods.compactor.dev"' in line:
-            le = line.split('le="', 1)[1].split('"', 1)[0]
-            key = float("inf") if le == "+Inf" else float(le)
-            sums[key] = sums.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
-    return sorted(sums.items())
 
 
 def main() -> None:

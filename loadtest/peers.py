@@ -36,7 +36,7 @@ import yaml
 
 from compaction.intent import Intent
 from loadtest import creators
-from localcluster import Cluster, ClusterConfig, Kube
+from localcluster import Cluster, ClusterConfig, Kube, scrape
 from localcluster.kube import path, wait_for
 from localcluster.process import Process, free_port
 from localcluster.procstat import cpu_seconds, peak_rss_mib
@@ -321,10 +321,10 @@ def run(repeats: int, pods: int, parallel: int) -> int:
                 made = creators.create_pods(cluster.credentials, NAMESPACE, pod, pods,
                                             parallel)
                 cpu = cpu_seconds(proc.pid or 0) - cpu0 if proc else 0.0
-                hist = creators.delta(creators.webhook_histogram(kube, webhook), before) \
+                hist = scrape.delta(creators.webhook_histogram(kube, webhook), before) \
                     if proc else []
-                samples.append(Sample(variant, made, creators.quantile_ms(hist, 0.5),
-                                      creators.quantile_ms(hist, 0.99), cpu))
+                samples.append(Sample(variant, made, 1000 * scrape.quantile(hist, 0.5),
+                                      1000 * scrape.quantile(hist, 0.99), cpu))
                 print(f"  {variant}: {made.per_second:.0f} Pods/s, {made.failures} failed, "
                       f"{made.mutated}/{made.pods} mutated", flush=True)
                 if variant != "none" and made.mutated != made.pods:

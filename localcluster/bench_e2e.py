@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from compaction import names
-from localcluster import Cluster, ClusterConfig, Kube
+from localcluster import Cluster, ClusterConfig, Kube, scrape
 from localcluster.kube import path
 from localcluster.process import Process
 from localcluster.procstat import cpu_seconds, peak_rss_mib
@@ -85,18 +85,6 @@ class Figures:
 # --- pure: quantiles, exponents, the table, the verdicts ---------------------------------
 
 
-def quantile(buckets: Sequence[tuple[float, float]], q: float) -> float:
-    """Linear interpolation inside the bucket, as Prometheus' histogram_quantile does."""
-    if not buckets or buckets[-1][1] == 0:
-        return float("nan")
-    rank, prev_le, prev_count = q * buckets[-1][1], 0.0, 0.0
-    for le, count in buckets:
-        if count >= rank:
-            if math.isinf(le):
-                return prev_le
-            return prev_le + (le - prev_le) * (rank - prev_count) / max(count - prev_count, 1e-9)
-        prev_le, prev_count = le, count
-    return prev_le
 
 
 def exponent(small: float, large: float, n_small: int, n_large: int) -> float:
@@ -196,31 +184,10 @@ def _cpu_seconds(processes: Sequence[Process]) -> dict[str, float]:
     return out
 
 
-def _samples(text: str, name: str) -> list[tuple[Mapping[str, str], float]]:
-    out: list[tuple[Mapping[str, str], float]] = []
-    for line in text.splitlines():
-        if not line.startswith(name) or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        labels: dict[str, str] = {}
-        if "{" in head:
-            metric, _, rest = head.partition("{")
-            for part in rest.rstrip("}").split('",'):
-                k, _, v = part.partition('="')
-                labels[k.strip(",")] = v.rstrip('"')
-        else:
-            metric = head
-        if metric == name:
-            out.append((labels, float(value)))
-    return out
 
 
-def _buckets(text: str, name: str) -> list[tuple[float, float]]:
-    return sorted((float(labels["le"]), v) for labels, v in _samples(text, f"{name}_bucket"))
 
 
-def _sum(text: str, name: str) -> float:
-    return sum(v for _, v in _samples(text, name))
 
 
 def _settled(kube: Kube, s: Scenario) -> bool:
@@ -299,7 +266,7 @@ def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
     hook = stack.webhook
 
     def apiserver() -> float:
-        return _sum(kube.raw("/metrics").text, "apiserver_request_total")
+        return scrape.value(kube.raw("/metrics").text, "apiserver_request_total")
     c0 = stack.controller_metric("compactor_controller_api_requests")
     w0 = webhook_metric(hook, "compactor_owner_api_requests_total")
     a0 = apiserver()
@@ -309,24 +276,25 @@ def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
     w1 = webhook_metric(hook, "compactor_owner_api_requests_total")
     a1 = apiserver()
     metrics = _controller_metrics(stack)
-    passes = _buckets(metrics, "compactor_reconcile_duration_seconds")
-    plans = _buckets(metrics, "compactor_plan_duration_seconds")
+    passes = scrape.histogram(metrics, "compactor_reconcile_duration_seconds")
+    plans = scrape.histogram(metrics, "compactor_plan_duration_seconds")
     count = passes[-1][1] if passes else 0.0
     under5 = next((c for le, c in passes if le == 5.0), count)
     server = kube.raw("/metrics").text
     return Figures(
         nodes=s.nodes, pods=s.expected_pods, workloads_s=workloads_s, pods_s=pods_s,
-        pass_mean_s=_sum(metrics, "compactor_reconcile_duration_seconds_sum") / max(count, 1),
-        pass_p99_s=quantile(passes, 0.99), passes_over_5s=int(count - under5),
-        plan_mean_s=_sum(metrics, "compactor_plan_duration_seconds_sum") / max(
+        pass_mean_s=scrape.value(metrics, "compactor_reconcile_duration_seconds_sum")
+        / max(count, 1),
+        pass_p99_s=scrape.quantile(passes, 0.99), passes_over_5s=int(count - under5),
+        plan_mean_s=scrape.value(metrics, "compactor_plan_duration_seconds_sum") / max(
             plans[-1][1] if plans else 1, 1),
-        plan_p99_s=quantile(plans, 0.99),
+        plan_p99_s=scrape.quantile(plans, 0.99),
         controller_rss_mib=peak_rss_mib(cluster.process("compactor-controller").pid),
         webhook_rss_mib=peak_rss_mib(hook.process.pid),
         controller_rpm=(c1 - c0) * per_min, webhook_rpm=(w1 - w0) * per_min,
         apiserver_rpm=(a1 - a0) * per_min,
         throttled=int(stack.controller_metric("compactor_controller_api_throttled")),
-        apf_rejected=int(_sum(server, "apiserver_flowcontrol_rejected_requests_total")))
+        apf_rejected=int(scrape.value(server, "apiserver_flowcontrol_rejected_requests_total")))
 
 
 def _controller_metrics(stack: CompactorStack) -> str:
