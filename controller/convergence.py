@@ -11,6 +11,7 @@ annotation on the workload, so a controller restart forgets nothing.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from typing import Any, Final
 import orjson
 
 from compaction import names
-from compaction.intent import Intent, parse_intent
+from compaction.intent import Intent, ParsedIntent, parse_intent
 from compaction.policy import Policy
 from compaction.safety import evictable_kinds, is_placeholder, unsafe_to_evict
 from compaction.selector import LabelSelector
@@ -36,10 +37,17 @@ def observed_state(pod: PodInfo) -> dict[str, Any]:
     return {"schedulerName": pod.scheduler_name or names.DEFAULT_SCHEDULER}
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> ParsedIntent:
+    """A workload's Pods share one annotation text: read it once per pass, not per Pod (the
+    runtime hook and the drain hold both judge every Pod)."""
+    return parse_intent(text)
+
+
 def is_compliant(pod: PodInfo, intent: Intent) -> bool:
     """Admitted with this intent: labels, intent hash, and our scheduler unless the Pod kept
     another non-default one on purpose (the GPU-scheduler rule of the webhook)."""
-    parsed = parse_intent(pod.annotations.get(names.INTENT_ANNOTATION, ""))
+    parsed = _parsed(pod.annotations.get(names.INTENT_ANNOTATION, ""))
     if any(pod.labels.get(k) != v for k, v in intent.labels.items()) or (
             parsed.intent is None or parsed.intent.hash != intent.hash):
         return False
