@@ -82,6 +82,13 @@ def fingerprint(versions: Iterable[tuple[str, str]]) -> str:
     return hashlib.sha256("\n".join(pairs).encode()).hexdigest()[:12]
 
 
+def requests_defaulted(requests: Mapping[str, Fraction], limits: Mapping[str, Fraction]
+                       ) -> dict[str, Fraction]:
+    """The requests after the API server's Pod defaulting: a resource with a limit and no
+    request is requested at its limit."""
+    return {**limits, **requests}
+
+
 def with_defaults(containers: Sequence[Container], ranges: Sequence[LimitRange]
                   ) -> tuple[Container, ...]:
     """The containers as LimitRanger's mutation leaves them: a missing limit takes the
@@ -96,9 +103,7 @@ def with_defaults(containers: Sequence[Container], ranges: Sequence[LimitRange]
                 limits.setdefault(resource, value)
             for resource, value in item.default_request.items():
                 requests.setdefault(resource, value)
-        for resource, value in limits.items():
-            requests.setdefault(resource, value)
-        out.append(Container(c.name, requests, limits))
+        out.append(Container(c.name, requests_defaulted(requests, limits), limits))
     return tuple(out)
 
 

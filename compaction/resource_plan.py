@@ -32,7 +32,14 @@ import orjson
 
 from compaction.evaluation import DEFAULT, Evaluation
 from compaction.intent import IntentError, load_versioned
-from compaction.limit_range import Container, LimitRange, fingerprint, violations, with_defaults
+from compaction.limit_range import (
+    Container,
+    LimitRange,
+    fingerprint,
+    requests_defaulted,
+    violations,
+    with_defaults,
+)
 from compaction.precedence import resource_rank
 from compaction.quantity import parse_quantity
 from compaction.scope import in_scope, is_ignored
@@ -197,8 +204,7 @@ def check(containers: Sequence[TemplateContainer], choices: Sequence[Choice],
                 (requests if which == "requests" else limits)[resource] = \
                     parse_quantity(choice.value)
         # A limit the plan sets, with no request anywhere, is also the request (API defaults).
-        for resource, value in limits.items():
-            requests.setdefault(resource, value)
+        requests = requests_defaulted(requests, limits)
         final.append(Container(c.name, requests, limits))
         for reason, resource, words in conflicts(requests, limits):
             named = sorted({source[(c.name, w, resource)].policy for w in FIELDS

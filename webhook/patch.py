@@ -8,6 +8,7 @@ from typing import Any
 
 from compaction import names
 from compaction.intent import Intent
+from compaction.limit_range import requests_defaulted
 from compaction.quantity import parse_quantity
 from compaction.resource_plan import ResourcePlan, conflicts
 from compaction.static_policy import FIELDS
@@ -90,9 +91,7 @@ def resource_patch(pod: PodView, plan: ResourcePlan, limit_ranges: str | None,
             limits = {k: parse_quantity(v) for k, v in {**c.limits, **wanted.limits}.items()}
         except ValueError:
             return ResourcePatch([], "unpatchable")
-        for k, v in limits.items():
-            requests.setdefault(k, v)
-        if conflicts(requests, limits):
+        if conflicts(requests_defaulted(requests, limits), limits):
             return ResourcePatch([], "conflict")
         base = f"/spec/containers/{i}/resources"
         if not c.has_resources:
