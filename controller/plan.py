@@ -57,6 +57,7 @@ from controller.status import (
     invalid_conditions,
     policy_conditions,
     render_conditions,
+    same_status,
     status_body,
 )
 from controller.workloads import WorkloadObject, intent_of, workload_patch
@@ -495,7 +496,7 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], availa
                                render_conditions(conditions, previous, obj.generation, stamp))
             if obj.id in drains:
                 body["plan"] = _plan_status(drains[obj.id])
-        if not _same_status(obj.status, body):
+        if not same_status(obj.status, body):
             out.actions.append(WriteStatus(obj.status_path, body))
 
 
@@ -526,12 +527,8 @@ def _evaluation(present: EvaluationObject | None, settings: PlanSettings,
             "unknownTypes": list(e.unknown),
             "conditions": render_conditions([valid], present.status.get("conditions") or [],
                                             e.generation, stamp)}
-    if not _same_status(present.status, body):
+    if not same_status(present.status, body):
         out.actions.append(WriteStatus(kinds.kind(names.EVALUATION_KIND).path(
             name=names.EVALUATION_NAME, subresource="status"), body))
 
 
-def _same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Equal as JSON (tuples and lists alike), so an unchanged status is not rewritten."""
-    return orjson.dumps(dict(old), option=orjson.OPT_SORT_KEYS) == orjson.dumps(
-        dict(new), option=orjson.OPT_SORT_KEYS)

@@ -21,7 +21,7 @@ from controller.actions import RecordEvent, WriteStatus
 from controller.events import workload_event
 from controller.memory import Memory
 from controller.snapshot import PodInfo, Snapshot, StaticPolicyObject
-from controller.status import Condition, render_conditions
+from controller.status import Condition, render_conditions, same_status
 from controller.workloads import WorkloadObject
 
 WorkloadKey = tuple[str, str, str]
@@ -111,6 +111,6 @@ def static_status(objects: Iterable[StaticPolicyObject],
                 "podsDiffering": sum(differing[k] for k in mine),
                 "conditions": render_conditions(conditions, obj.status.get("conditions") or [],
                                                 obj.generation, stamp)}
-        if dict(obj.status) != body:
+        if not same_status(obj.status, body):
             out.append(WriteStatus(obj.status_path, body))
     return out

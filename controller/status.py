@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from compaction.policy import Policy, SchedulerMode
 from compaction.problem import Problem
 
@@ -96,3 +98,9 @@ def status_body(policy_enabled: bool, scheduler_name: str | None, mode: str | No
     if mode:
         status["schedulerMode"] = mode
     return status
+
+
+def same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Equal as JSON (tuples and lists alike), so an unchanged status is not rewritten."""
+    return orjson.dumps(dict(old), option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        dict(new), option=orjson.OPT_SORT_KEYS)
