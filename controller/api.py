@@ -130,6 +130,11 @@ class Api:
         return cls(_without_env_lookups(ApiClient(cfg)))
 
     async def close(self) -> None:
+        # Connections are dropped, not closed with TLS's goodbye: nothing is lost, and a
+        # graceful close could outlast the event loop and leave its socket open.
+        session = self.client.rest_client.pool_manager
+        if isinstance(session, aiohttp.ClientSession) and session.connector is not None:
+            await session.connector.close(abort_ssl=True)
         await self.client.close()
 
     async def request(self, method: str, path: str, body: Any = None,
@@ -233,6 +238,7 @@ class Api:
                 _request_timeout=timeout_seconds + 30)
         except ApiException as e:
             raise ApiError.from_exception(e) from e
+        ended = False
         try:
             async for line in resp.content:
                 if not line.strip():
@@ -243,5 +249,18 @@ class Api:
                     raise ApiError(int(obj.get("code", 500)), str(obj.get("reason", "")),
                                    str(obj.get("message", "")))
                 yield kind, obj
+            ended = True
         finally:
+            if not ended:
+                _drop(resp)
             resp.release()
+
+
+def _drop(resp: aiohttp.ClientResponse) -> None:
+    """Close an abandoned stream's connection at once. A graceful TLS close waits for the
+    server's answer, which a stopping process does not wait for: its socket then outlives
+    the event loop, unclosed."""
+    connection = resp.connection
+    transport = connection.transport if connection is not None else None
+    if transport is not None:
+        transport.abort()

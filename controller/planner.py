@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from compaction import names
-from compaction.policy import Policy
+from compaction.policy import DeschedulerSpec, Policy
 from compaction.quantity import add, format_milli
 from compaction.safety import evictable_kinds, is_placeholder, unsafe_to_evict
 from compaction.selector import LabelSelector
@@ -85,7 +85,7 @@ class DrainPlan:
     drained: tuple[str, ...] = ()  # tainted and empty of movable Pods now: untainted
     abandoned: tuple[Unremovable, ...] = ()  # tainted, but the plan no longer holds
     unremovable: tuple[Unremovable, ...] = ()
-    # Per draining node, the Pods its descheduler may evict (they get the draining label).
+    # Per draining node, the Pods its descheduler may evict next (they get the draining label).
     evict: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     # Where the simulation put each Pod of a freeable node: (namespace, name) -> node.
     moves: Mapping[tuple[str, str], str] = field(default_factory=dict)
@@ -130,6 +130,21 @@ def _needs(pod: PodInfo) -> dict[str, int]:
     return add(pod.requests, {"pods": _POD})
 
 
+def largest_first(pod: PodInfo) -> tuple[int, int, str]:
+    """The order the simulation places a node's Pods in, as first-fit decreasing packs."""
+    return (-pod.requests.get("cpu", 0), -pod.requests.get("memory", 0), pod.name)
+
+
+def next_evictions(movable: Sequence[PodInfo], spec: DeschedulerSpec
+                   ) -> tuple[tuple[str, str], ...]:
+    """The Pods of a draining node its descheduler may evict next: the largest first, as
+    many as one run evicts from a node. The simulation placed them in that order; evicted in
+    another, a small Pod takes the room a larger one was planned into, the larger fits
+    nowhere and the drain no longer holds. Each pass marks the next ones."""
+    count = max(1, min(spec.max_pods_to_evict_per_node, spec.max_pods_to_evict_total))
+    return tuple(p.key for p in sorted(movable, key=largest_first)[:count])
+
+
 class _Cluster:
     """Nodes with what they hold, and the Pods planned onto them so far.
 
@@ -166,8 +181,7 @@ class _Cluster:
         destination is no candidate meanwhile; they are nobody's to evict."""
         ordered = sorted((n for n in self.nodes.values() if n.open),
                          key=lambda n: (-n.score(), n.info.name))
-        for pod in sorted(pending, key=lambda p: (-p.requests.get("cpu", 0),
-                                                  -p.requests.get("memory", 0), p.name)):
+        for pod in sorted(pending, key=largest_first):
             needs = _needs(pod)
             target = self.place(pod, needs, ordered)
             if target is None:
@@ -267,9 +281,7 @@ class _Cluster:
                           if all(n.free.get(r, 0) >= a for r, a in floor.items() if a > 0)),
                          key=lambda n: (-n.score(), n.info.name))
         placed: list[tuple[_Node, PodInfo, dict[str, int]]] = []
-        # Largest first, as first-fit decreasing packs.
-        for pod in sorted(pods, key=lambda p: (-p.requests.get("cpu", 0),
-                                               -p.requests.get("memory", 0), p.name)):
+        for pod in sorted(pods, key=largest_first):
             needs = _needs(pod)
             target = self.place(pod, needs, ordered)
             if target is None:
@@ -461,7 +473,7 @@ def plan_policy(policy: Policy, cluster: _Cluster, pool: LabelSelector,
     return DrainPlan(
         policy.id, in_use, tuple(freeable), draining, tuple(drained), tuple(abandoned),
         tuple(Unremovable(n, tuple(r), n in stakes) for n, r in sorted(unremovable.items())),
-        {n: tuple(p.key for p in candidates[n].movable) for n in draining},
+        {n: next_evictions(candidates[n].movable, policy.descheduler) for n in draining},
         _moves_of(cluster.moves, [candidates[n] for n in freeable]))
 
 

@@ -91,6 +91,24 @@ def test_the_sparse_node_is_drained_onto_the_dense_one() -> None:
     assert _reasons(plan, "dense") == ["takes Pods of the nodes planned to drain first"]
 
 
+@pytest.mark.parametrize(("per_node", "total", "marked"), [
+    (1, 1, [("shop", "big")]),
+    (2, 5, [("shop", "big"), ("shop", "mid")]),
+    (5, 2, [("shop", "big"), ("shop", "mid")]),
+    (10, 10, [("shop", "big"), ("shop", "mid"), ("shop", "small")]),
+])
+def test_a_draining_node_marks_its_largest_pods_first_as_many_as_one_run_evicts(
+        per_node: int, total: int, marked: list[tuple[str, str]]) -> None:
+    # The simulation places big, then mid, then small: evicted in another order, small could
+    # take the room planned for big. Only what one descheduler run evicts is marked.
+    pods = [*DENSE, pod("d3", "dense", 0.1), pod("d4", "dense", 0.1),
+            pod("small", "sparse", 0.2), pod("big", "sparse", 0.7), pod("mid", "sparse", 0.4)]
+    policy = _policy(maxNoOfPodsToEvictPerNode=per_node, maxNoOfPodsToEvictTotal=total)
+    plan = _plan([node("dense"), node("sparse")], pods, policy=policy)
+    assert plan.draining == ("sparse",)
+    assert list(plan.evict["sparse"]) == marked
+
+
 def test_a_pod_that_fits_nowhere_else_keeps_its_node_and_says_how_much_is_missing() -> None:
     pods = [pod("d1", "dense", 3.5), pod("s1", "sparse", 0.6)]
     plan = _plan([node("dense"), node("sparse")], pods)
