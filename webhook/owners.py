@@ -137,7 +137,7 @@ class OwnerCache:
         self._metrics = metrics
         self._ttl, self._negative_ttl = ttl, negative_ttl
         # Unannotated owners expire fast too: the controller may annotate them any moment
-        # (the Job/AnalysisRun race of the reference docs).
+        # (the Job/AnalysisRun race of the reference docs). Namespaces do not.
         self._cache: TLRUCache[tuple[str, ...], OwnerRecord] = TLRUCache(
             maxsize=maxsize, ttu=self._ttu, timer=clock)
         self._inflight: dict[tuple[str, ...], asyncio.Task[OwnerRecord]] = {}
@@ -145,8 +145,11 @@ class OwnerCache:
         self._hit, self._negative = metrics.lookups.labels("hit"), metrics.lookups.labels(
             "negative")
 
-    def _ttu(self, _key: tuple[str, ...], value: OwnerRecord, now: float) -> float:
-        return now + (self._ttl if value.asks or value.ignored else self._negative_ttl)
+    def _ttu(self, key: tuple[str, ...], value: OwnerRecord, now: float) -> float:
+        # A namespace is never annotated by the controller, only opted out by a person: its
+        # record lasts as long as any answer, or a cold burst outlasts it and asks again.
+        lasting = value.asks or value.ignored or (key[1] == "Namespace" and value is not _ABSENT)
+        return now + (self._ttl if lasting else self._negative_ttl)
 
     def __len__(self) -> int:
         return len(self._cache)

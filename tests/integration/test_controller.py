@@ -81,10 +81,10 @@ async def test_workload_gets_label_and_intent_and_its_pods_are_patched_without_a
     rs_before = {r["metadata"]["name"] for r in kube.items(path("replicasets", namespace))}
     pods_before = {p["metadata"]["uid"] for p in kube.items(path("pods", namespace), "app=web")}
 
-    # Its node pool is empty: the other tests' Pods share the kwok nodes, and a drain planned
-    # among them would mark a Pod of this workload for eviction between the two passes.
-    name = _policy(policies, kube, namespace, {"descheduler": {"nodeSelector": {
-        "matchLabels": {"compactor.test/pool": "none"}}}})
+    # No node is below thresholds of 0: the other tests' Pods share the kwok nodes, and a
+    # drain planned among them would mark a Pod of this workload between the two passes.
+    name = _policy(policies, kube, namespace, {"descheduler": {"highNodeUtilization": {
+        "thresholds": {"cpu": 0, "memory": 0, "pods": 0}}}})
     summary = await reconciler.reconcile()
     assert summary.managed.get(name) == 1 and not summary.invalid
 

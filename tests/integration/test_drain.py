@@ -75,8 +75,20 @@ async def test_the_plan_taints_the_node_it_empties_labels_its_pods_and_untaints_
     assert taint is not None and taint["value"] == name
     assert taint["effect"] == "PreferNoSchedule" and taint.get("timeAdded")
     assert _drain_taint(kube, dense) is None
-    for pod in kube.items(path("pods", namespace), "app=light"):
-        assert pod["metadata"]["labels"]["compactor.dev/draining"] == name
+    # One Pod marked at a time: the policy's descheduler evicts one per node and run, and the
+    # next is marked once it has gone, in the order the plan placed them.
+    light = sorted(kube.items(path("pods", namespace), "app=light"),
+                   key=lambda p: p["metadata"]["name"])
+    marks = [p["metadata"]["labels"].get("compactor.dev/draining") for p in light]
+    assert marks == [name, None], marks
+    kube.delete(path("pods", namespace, light[0]["metadata"]["name"]))
+    wait_for("the marked Pod gone", lambda: light[0]["metadata"]["name"] not in {
+        p["metadata"]["name"] for p in kube.items(path("pods", namespace), "app=light")})
+    await in_process_reconciler.reconcile()  # its replacement is bound to the same node
+    marks = [p["metadata"]["labels"].get("compactor.dev/draining")
+             for p in kube.items(path("pods", namespace), "app=light")
+             if not p["metadata"].get("deletionTimestamp")]
+    assert len(marks) == 2 and marks.count(name) == 1, marks
     for pod in kube.items(path("pods", namespace), "app=heavy"):
         assert "compactor.dev/draining" not in pod["metadata"]["labels"]
     plan = kube.get(compaction_policies.path(name))["status"]["plan"]

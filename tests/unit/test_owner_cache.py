@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit.webhook_fakes import RS, FakeApi, deployment_chain
 from webhook.metrics import Metrics
-from webhook.owners import OwnerCache
+from webhook.owners import OwnerCache, namespace_path
 
 
 class Clock:
@@ -32,6 +32,22 @@ async def test_entries_expire_after_their_ttl_and_negative_ones_sooner() -> None
     clock.now = 31
     await cache.resolve("shop", RS)
     assert len(api.gets) == 5
+
+
+@pytest.mark.asyncio
+async def test_a_namespace_lasts_the_full_ttl_and_an_absent_one_the_negative_ttl() -> None:
+    api, clock = FakeApi(), Clock()
+    api.add_namespace("shop")
+    cache = OwnerCache(api.get, Metrics(), ttl=30, negative_ttl=5, clock=clock)
+    await cache.namespace("shop")
+    await cache.namespace("gone")
+    clock.now = 6  # the controller never annotates a namespace: no reason to ask again yet
+    await cache.namespace("shop")
+    await cache.namespace("gone")
+    assert api.gets == [*map(namespace_path, ("shop", "gone", "gone"))]
+    clock.now = 31
+    await cache.namespace("shop")
+    assert api.gets[-1] == namespace_path("shop") and len(api.gets) == 4
 
 
 @pytest.mark.asyncio
