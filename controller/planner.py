@@ -99,6 +99,9 @@ class _Node:
     free: dict[str, int]  # allocatable minus every request placed here, per resource
     pods: list[PodInfo]
     repels: int = 0  # Pods here with required hostname anti-affinity
+    # Pods here that keep the node in use: not a DaemonSet's, mirror or placeholder Pod (the
+    # Pods not yet scheduled that the simulation gave it included).
+    hosts: int = 0
     # Ready, schedulable, not leaving, not draining: it may take Pods.
     open: bool = True
     hard_taints: bool = False  # NoSchedule or NoExecute taints a Pod must tolerate
@@ -128,6 +131,10 @@ def _leaving(node: NodeInfo) -> bool:
 
 def _needs(pod: PodInfo) -> dict[str, int]:
     return add(pod.requests, {"pods": _POD})
+
+
+def _keeps_in_use(pod: PodInfo) -> bool:
+    return not (pod.daemon or pod.mirror or is_placeholder(pod.priority))
 
 
 def largest_first(pod: PodInfo) -> tuple[int, int, str]:
@@ -188,6 +195,7 @@ class _Cluster:
                 continue  # it stays Pending in the cluster too
             for r, amount in needs.items():
                 target.free[r] = target.free.get(r, 0) - amount
+            target.hosts += _keeps_in_use(pod)
             self.received.add(target.info.name)
             _promote(ordered, target)
 
@@ -198,6 +206,7 @@ class _Cluster:
         node.pods.append(pod)
         if pod.placement.anti_affinity:
             node.repels += 1
+        node.hosts += _keeps_in_use(pod)
 
     @staticmethod
     def _take(node: _Node, pod: PodInfo, needs: Mapping[str, int]) -> None:
@@ -206,13 +215,16 @@ class _Cluster:
         node.pods.remove(pod)
         if pod.placement.anti_affinity:
             node.repels -= 1
+        node.hosts -= _keeps_in_use(pod)
 
     def destinations(self, exclude: str, pool: LabelSelector) -> list[_Node]:
-        """Where the Pods of ``exclude`` may go: the pool's other nodes, ready, schedulable,
-        not leaving, not draining and not emptied by this simulation."""
+        """Where the Pods of ``exclude`` may go: the pool's other nodes in use, ready,
+        schedulable, not leaving, not draining and not emptied by this simulation. A node
+        running nothing but DaemonSet Pods and placeholders is free already (the autoscaler's
+        to remove): a drain into it frees nothing, and the next plan would drain it back."""
         return [n for n in self.nodes.values()
-                if n.open and n.info.name != exclude and n.info.name not in self.emptied
-                and pool.matches(n.info.labels)]
+                if n.open and n.hosts and n.info.name != exclude
+                and n.info.name not in self.emptied and pool.matches(n.info.labels)]
 
     def fits(self, pod: PodInfo, needs: Mapping[str, int], node: _Node) -> bool:
         for r, amount in needs.items():
@@ -265,7 +277,7 @@ class _Cluster:
                      if pod.placement.admits(n.info.name, n.info.labels)
                      and tolerated(n.info.taints, pod.placement.tolerations) is None]
         if not admitting:
-            return "no other node admits it (pool, nodeSelector, affinity or taints)"
+            return "no other node in use admits it (pool, nodeSelector, affinity or taints)"
         for resource, amount in sorted(_needs(pod).items()):
             if amount > 0 and all(n.free.get(resource, 0) < amount for n in admitting):
                 return "room for 1 more Pod" if resource == "pods" else \

@@ -202,18 +202,18 @@ def test_a_node_of_placeholders_only_is_freeable_without_a_drain() -> None:
 
 PLACEMENT_CASES = [
     ("node-selector", Placement(node_selector={"pool": "gpu"}),
-     "no other node admits it (pool, nodeSelector, affinity or taints)"),
-    ("untolerated-taint", Placement(), "no other node admits it"),
+     "no other node in use admits it (pool, nodeSelector, affinity or taints)"),
+    ("untolerated-taint", Placement(), "no other node in use admits it"),
 ]
 
 
 def test_a_pod_goes_only_where_its_node_selector_and_the_taints_allow() -> None:
     picky = pod("s1", "sparse", placement=Placement(node_selector={"pool": "gpu"}))
     plan = _plan([node("dense"), node("sparse", labels={"pool": "gpu"})], [*DENSE, picky])
-    assert any("no other node admits it" in r for r in _reasons(plan, "sparse"))
+    assert any("no other node in use admits it" in r for r in _reasons(plan, "sparse"))
     tainted = [node("dense", taints=[Taint("dedicated", "db", "NoSchedule")]), node("sparse")]
     plan = _plan(tainted, [*DENSE, pod("s1", "sparse")])
-    assert any("no other node admits it" in r for r in _reasons(plan, "sparse"))
+    assert any("no other node in use admits it" in r for r in _reasons(plan, "sparse"))
     tolerant = pod("s1", "sparse", placement=Placement(tolerations=(
         Toleration("dedicated", "Equal", "db", "NoSchedule"),)))
     assert _plan(tainted, [*DENSE, tolerant]).freeable == ("sparse",)
@@ -271,9 +271,29 @@ def test_the_pool_bounds_candidates_and_destinations() -> None:
     pool = LabelSelector((requirement("pool", Operator.IN, "a"),))
     nodes = [node("dense"), node("sparse", labels={"pool": "a"}),
              node("other", labels={"pool": "a"})]
-    plan = _plan(nodes, [*DENSE, pod("s1", "sparse")], pool=pool)
-    # "dense" is outside the pool: the Pod may go to "other" only, which is empty.
+    pods = [*DENSE, pod("s1", "sparse"), pod("o1", "other"), pod("o2", "other")]
+    plan = _plan(nodes, pods, pool=pool)
+    # "dense" is outside the pool: the Pod may go to "other" only.
     assert plan.moves.get(("shop", "s1")) == "other"
+    assert "dense" not in plan.nodes_in_use
+
+
+@pytest.mark.parametrize("keeps", [
+    pytest.param([], id="empty"),
+    pytest.param([pod("agent", "spare", 0.05, owner=("DaemonSet", "agent"))],
+                 id="daemonset-only"),
+    pytest.param([pod("hold", "spare", 1, ns="headroom", priority=-10)],
+                 id="placeholder-only"),
+])
+def test_a_node_running_nothing_that_keeps_it_in_use_is_no_destination(
+        keeps: list[PodInfo]) -> None:
+    # Draining "sparse" into "spare" would free nothing, and the next plan would drain
+    # "spare" back: the Pod fits nowhere else, so "sparse" stays.
+    pods = [pod("d1", "dense", 3.8), pod("s1", "sparse", 0.5), *keeps]
+    plan = _plan([node("dense"), node("sparse"), node("spare")], pods)
+    assert "sparse" not in plan.freeable and plan.draining == ()
+    assert ("shop", "s1") not in plan.moves
+    assert any("does not fit elsewhere" in r for r in _reasons(plan, "sparse"))
 
 
 def _draining(name: str, since: datetime.datetime = NOW) -> NodeInfo:
