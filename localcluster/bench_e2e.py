@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from compaction import names
-from localcluster import Cluster, ClusterConfig, Kube, scrape
+from localcluster import Cluster, ClusterConfig, Kube, compaction_scale, scrape
 from localcluster.kube import path
 from localcluster.process import Process
 from localcluster.procstat import cpu_seconds, peak_rss_mib
@@ -307,20 +307,27 @@ def main() -> None:
     parser.add_argument("--steady-seconds", type=float, default=120.0)
     parser.add_argument("--patch-concurrency", type=int, default=None,
                         help="COMPACTOR_CONTROLLER_PATCH_CONCURRENCY for the controller")
+    parser.add_argument("--compaction-nodes", type=int, default=100,
+                        help="then compact the demo's mix on this many nodes (0: skip)")
     args = parser.parse_args()
     if args.patch_concurrency:
         os.environ["COMPACTOR_CONTROLLER_PATCH_CONCURRENCY"] = str(args.patch_concurrency)
     runs = []
-    for nodes in sorted(int(n) for n in args.sizes.split(",")):
+    for nodes in sorted(int(n) for n in args.sizes.split(",") if n):
         runs.append(measure(nodes, args.steady_seconds))
         print(table(runs), flush=True)
-    checks = verdicts(runs)
-    print("\n" + table(runs) + "\n\n" + cpu_table(runs) + "\n")
+    checks = verdicts(runs) if runs else []
+    sections = [table(runs), cpu_table(runs)] if runs else []
+    if args.compaction_nodes:
+        compacted = [(args.compaction_nodes, compaction_scale.measure(args.compaction_nodes))]
+        checks += compaction_scale.verdicts(compacted)
+        sections.append(compaction_scale.table(compacted))
+    print("\n" + "\n\n".join(sections) + "\n")
     for name, ok, detail in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {name} ({detail})")
     out = Path(__file__).resolve().parent.parent / "loadtest" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench-e2e.md").write_text(table(runs) + "\n\n" + cpu_table(runs) + "\n\n" + "\n".join(
+    (out / "bench-e2e.md").write_text("\n\n".join(sections) + "\n\n" + "\n".join(
         f"{'PASS' if ok else 'FAIL'}: {n} ({d})" for n, ok, d in checks) + "\n")
     raise SystemExit(0 if all(ok for _, ok, _ in checks) else 1)
 
