@@ -558,7 +558,9 @@ def test_the_dashboard_has_a_datasource_variable_and_the_panels_it_promises() ->
     assert {"Admissions per second by outcome", "Admission latency p50 / p99",
             "Owners held: cache and watch feed", "Owner watches synced",
             "Reconcile pass duration", "Reconcile errors", "Runtime evictions by result",
-            "Suppressed workloads"} <= titles
+            "Suppressed workloads", "Nodes per policy: in use, freeable, draining",
+            "Nodes that cannot be freed, by reason", "Resource plans at admission, by outcome",
+            "Resource plans blocked, by reason"} <= titles
     for raw in model["panels"]:
         if raw.get("targets"):
             assert raw["datasource"]["uid"] == "${datasource}", raw["title"]
