@@ -51,7 +51,7 @@ bench: $(STAMP) tools
 	$(BIN)/python -m loadtest.planner
 
 ## bench-e2e: 100, 300 and 500 nodes (~30 Pods each): how reconcile time, peak RSS and API
-## requests/min grow, the targets judged at 500 (not in CI)
+## requests/min grow, the targets judged at 500; then compaction at 100 nodes (not in CI)
 bench-e2e: $(STAMP) tools
 	$(BIN)/python -m localcluster.bench_e2e
 
