@@ -105,6 +105,16 @@ class _Node:
     # Ready, schedulable, not leaving, not draining: it may take Pods.
     open: bool = True
     hard_taints: bool = False  # NoSchedule or NoExecute taints a Pod must tolerate
+    # (-score, name): sorting by it puts the most allocated first. Kept current by
+    # ``rescore`` whenever ``free`` changes, so that the orderings a plan sorts hundreds of
+    # times compare stored tuples instead of recomputing every score.
+    rank: tuple[float, str] = (0.0, "")
+
+    def __post_init__(self) -> None:
+        self.rescore()
+
+    def rescore(self) -> None:
+        self.rank = (-self.score(), self.info.name)
 
     def score(self) -> float:
         """Its MostAllocated score (cpu and memory, weight 1 each, 0-100)."""
@@ -179,6 +189,7 @@ class _Cluster:
         self.emptied: set[str] = set()
         self.received: set[str] = set()  # destinations of planned Pods: no longer candidates
         self.moves: dict[tuple[str, str], str] = {}
+        self._pools: dict[LabelSelector, list[_Node]] = {}
         self._reserve(pending)
 
     def _reserve(self, pending: Sequence[PodInfo]) -> None:
@@ -186,8 +197,7 @@ class _Cluster:
         the scheduler would give them before anything else is planned: otherwise a pass that
         runs while they wait drains a node into room that is already spoken for. Their
         destination is no candidate meanwhile; they are nobody's to evict."""
-        ordered = sorted((n for n in self.nodes.values() if n.open),
-                         key=lambda n: (-n.score(), n.info.name))
+        ordered = sorted((n for n in self.nodes.values() if n.open), key=_rank)
         for pod in sorted(pending, key=largest_first):
             needs = _needs(pod)
             target = self.place(pod, needs, ordered)
@@ -195,6 +205,7 @@ class _Cluster:
                 continue  # it stays Pending in the cluster too
             for r, amount in needs.items():
                 target.free[r] = target.free.get(r, 0) - amount
+            target.rescore()
             target.hosts += _keeps_in_use(pod)
             self.received.add(target.info.name)
             _promote(ordered, target)
@@ -203,6 +214,7 @@ class _Cluster:
     def _put(node: _Node, pod: PodInfo, needs: Mapping[str, int]) -> None:
         for r, amount in needs.items():
             node.free[r] = node.free.get(r, 0) - amount
+        node.rescore()
         node.pods.append(pod)
         if pod.placement.anti_affinity:
             node.repels += 1
@@ -212,6 +224,7 @@ class _Cluster:
     def _take(node: _Node, pod: PodInfo, needs: Mapping[str, int]) -> None:
         for r, amount in needs.items():
             node.free[r] = node.free.get(r, 0) + amount
+        node.rescore()
         node.pods.remove(pod)
         if pod.placement.anti_affinity:
             node.repels -= 1
@@ -222,9 +235,16 @@ class _Cluster:
         schedulable, not leaving, not draining and not emptied by this simulation. A node
         running nothing but DaemonSet Pods and placeholders is free already (the autoscaler's
         to remove): a drain into it frees nothing, and the next plan would drain it back."""
-        return [n for n in self.nodes.values()
-                if n.open and n.hosts and n.info.name != exclude
-                and n.info.name not in self.emptied and pool.matches(n.info.labels)]
+        members = self.in_pool(pool)
+        return [n for n in members if n.open and n.hosts and n.info.name != exclude
+                and n.info.name not in self.emptied]
+
+    def in_pool(self, pool: LabelSelector) -> list[_Node]:
+        """The nodes ``pool`` selects, matched once per pool (labels do not change in a
+        plan), in name order."""
+        if pool not in self._pools:
+            self._pools[pool] = [n for n in self.nodes.values() if pool.matches(n.info.labels)]
+        return self._pools[pool]
 
     def fits(self, pod: PodInfo, needs: Mapping[str, int], node: _Node) -> bool:
         for r, amount in needs.items():
@@ -288,10 +308,10 @@ class _Cluster:
         """Place every Pod of ``source`` elsewhere, or none: the reason it failed, or None."""
         wanted = [_needs(p) for p in pods]
         # What even the smallest of these Pods needs: a node short of it takes none of them.
-        floor = {r: min(n.get(r, 0) for n in wanted) for r in set().union(*wanted)}
-        ordered = sorted((n for n in self.destinations(source, pool)
-                          if all(n.free.get(r, 0) >= a for r, a in floor.items() if a > 0)),
-                         key=lambda n: (-n.score(), n.info.name))
+        floor = [(r, a) for r in set().union(*wanted)
+                 if (a := min(n.get(r, 0) for n in wanted)) > 0]
+        ordered = sorted((n for n in self.destinations(source, pool) if _holds(n, floor)),
+                         key=_rank)
         placed: list[tuple[_Node, PodInfo, dict[str, int]]] = []
         for pod in sorted(pods, key=largest_first):
             needs = _needs(pod)
@@ -303,7 +323,7 @@ class _Cluster:
                               f"elsewhere: {self.shortfall(pod, source, pool)}")
             self._put(target, pod, needs)
             placed.append((target, pod, needs))
-            if any(target.free.get(r, 0) < a for r, a in floor.items() if a > 0):
+            if not _holds(target, floor):
                 ordered.remove(target)  # full for the rest of these Pods
                 continue
             _promote(ordered, target)
@@ -314,12 +334,25 @@ class _Cluster:
         return None
 
 
+def _rank(node: _Node) -> tuple[float, str]:
+    return node.rank
+
+
+def _holds(node: _Node, floor: Sequence[tuple[str, int]]) -> bool:
+    """Whether ``node`` has room for ``floor``: (resource, amount) pairs."""
+    free = node.free
+    for r, amount in floor:
+        if free.get(r, 0) < amount:
+            return False
+    return True
+
+
 def _promote(ordered: list[_Node], target: _Node) -> None:
     """Keep ``ordered`` most allocated first: the target's score rose; move it up past those
     it passed."""
     i = ordered.index(target)
-    key = (-target.score(), target.info.name)
-    while i > 0 and (-ordered[i - 1].score(), ordered[i - 1].info.name) > key:
+    key = target.rank
+    while i > 0 and ordered[i - 1].rank > key:
         ordered[i - 1], ordered[i] = ordered[i], ordered[i - 1]
         i -= 1
 
@@ -423,7 +456,7 @@ def plan_policy(policy: Policy, cluster: _Cluster, pool: LabelSelector,
                 members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
                 now: datetime.datetime, drain_timeout: datetime.timedelta) -> DrainPlan:
     hnu = policy.descheduler.high_node_utilization
-    in_pool = [n for n in cluster.nodes.values() if pool.matches(n.info.labels)]
+    in_pool = cluster.in_pool(pool)
     in_use = tuple(sorted(n.info.name for n in in_pool
                           if any(not (p.daemon or p.mirror) for p in n.pods)))
     candidates = {c.node: c for c in _candidates(in_pool, policy, members, pdbs)}
@@ -445,6 +478,9 @@ def plan_policy(policy: Policy, cluster: _Cluster, pool: LabelSelector,
                                                        "node left the policy's node pool"),)))
             continue
         if not c.movable:
+            if c.blockers:  # what is left can never move: the node will not be freed
+                abandoned.append(Unremovable(name, (c.blockers[0],)))
+                continue
             drained.append(name)
             cluster.emptied.add(name)
             continue

@@ -1,0 +1,143 @@
+"""The drain taint's life as table tests of ``plan``: a snapshot in, the node patches and
+events out. A node keeps its policy's taint while the plan holds and loses it, with the other
+taints left as they are, when it is empty, the plan no longer holds, the policy or its
+descheduler goes, or the drain times out."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from controller.actions import Patch, Plan, RecordEvent
+from controller.memory import Memory
+from controller.plan import plan
+from controller.planner import drain_taint
+from controller.scheduling import Taint
+from controller.snapshot import NodeInfo, PodInfo
+from tests.unit.test_plan import ANNOTATED, NOW, RS, SETTINGS, _deploy, _policy, _snapshot
+
+LABELLED_POD = {"compactor.dev/policy": "p", "compactor.dev/workload-kind": "Deployment"}
+ALLOCATABLE = {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 110_000}
+OTHER = Taint("dedicated", "batch", "PreferNoSchedule")
+
+
+def _pod(name: str, node: str, cpu: int, **extra: Any) -> PodInfo:
+    return PodInfo("shop", name, f"u-{name}", dict(LABELLED_POD),
+                   {**ANNOTATED, **extra.pop("annotations", {})}, ("ReplicaSet", "web-1"),
+                   node_name=node, phase="Running", ready=True,
+                   scheduler_name="compactor-scheduler",
+                   requests={"cpu": cpu, "memory": 64 * 2**20 * 1000}, **extra)
+
+
+def _nodes(since: datetime.datetime = NOW) -> tuple[NodeInfo, ...]:
+    return (NodeInfo("dense", {}, ALLOCATABLE, uid="n-dense"),
+            NodeInfo("sparse", {}, ALLOCATABLE, (OTHER, drain_taint("p", since)),
+                     uid="n-sparse"))
+
+
+SETTLED = (_pod("d1", "dense", 2000), _pod("s1", "sparse", 200))
+
+
+def _pass(pods: tuple[PodInfo, ...] = SETTLED, nodes: tuple[NodeInfo, ...] | None = None,
+          policies: tuple[Any, ...] | None = None, memory: Memory | None = None,
+          at: datetime.datetime = NOW) -> Plan:
+    return plan(_snapshot(nodes=nodes or _nodes(), owners=(RS,),
+                          policies=(_policy(),) if policies is None else policies,
+                          workloads=(_deploy({"compactor.dev/policy": "p"}, ANNOTATED),),
+                          pods=pods), SETTINGS, at, memory)
+
+
+def _node_patches(p: Plan) -> dict[str, Patch]:
+    return {a.path.rsplit("/", 1)[1]: a for a in p.of(Patch)
+            if a.path.startswith("/api/v1/nodes/")}
+
+
+def _taints_after(patch: Patch) -> list[dict[str, Any]]:
+    (replace,) = [op for op in patch.body if op["op"] == "replace"]
+    return list(replace["value"])
+
+
+def _reasons(events: tuple[Any, ...]) -> list[str]:
+    return [e.body["reason"] for e in events if isinstance(e, RecordEvent)]
+
+
+def test_a_drain_that_still_holds_keeps_its_taint_and_is_not_patched() -> None:
+    p = _pass()
+    assert p.drains[0].draining == ("sparse",)
+    assert _node_patches(p) == {}
+
+
+@pytest.mark.parametrize(("case", "pods", "nodes", "policies", "event"), [
+    pytest.param("empty", SETTLED[:1], None, None, "NodeDrained", id="empty-of-movable-pods"),
+    pytest.param("no-longer-fits", (_pod("d1", "dense", 3900), SETTLED[1]), None, None,
+                 "NodeNotConsolidatable", id="a-pod-no-longer-fits"),
+    pytest.param("blocker", (SETTLED[0], _pod("s1", "sparse", 200, annotations={
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})), None, None,
+        "NodeNotConsolidatable", id="a-blocker-appeared"),
+    pytest.param("timed-out", SETTLED, _nodes(NOW - datetime.timedelta(hours=7)), None,
+                 "NodeNotConsolidatable", id="timed-out"),
+    pytest.param("policy-gone", SETTLED, None, (), None, id="policy-deleted"),
+    pytest.param("policy-disabled", SETTLED, None, (_policy(enabled=False),), None,
+                 id="policy-disabled"),
+    pytest.param("descheduler-disabled", SETTLED, None,
+                 (_policy(descheduler={"enabled": False}),), None, id="descheduler-disabled"),
+])
+def test_the_taint_goes_and_only_ours(case: str, pods: tuple[PodInfo, ...],
+                                      nodes: tuple[NodeInfo, ...] | None,
+                                      policies: tuple[Any, ...] | None,
+                                      event: str | None) -> None:
+    p = _pass(pods, nodes, policies)
+    patches = _node_patches(p)
+    assert set(patches) == {"sparse"}, case
+    patch = patches["sparse"]
+    # Guarded by the taints read, so a taint someone added meanwhile is never lost.
+    assert patch.body[0]["op"] == "test" and patch.patch_type == "json"
+    assert _taints_after(patch) == [OTHER.render()]
+    if event is None:
+        assert "NodeDrained" not in _reasons(patch.then)
+    else:
+        assert event in _reasons(patch.then), patch.then
+        if event == "NodeNotConsolidatable":
+            messages = [e.body["message"] for e in patch.then if isinstance(e, RecordEvent)]
+            assert all("drain stopped" in m for m in messages)
+            # On the node and on the policy.
+            assert {e.body["involvedObject"]["kind"] for e in patch.then
+                    if isinstance(e, RecordEvent)} == {"Node", "ClusterCompactionPolicy"}
+
+
+def test_a_dry_run_shows_the_plan_and_taints_nothing() -> None:
+    untainted = (NodeInfo("dense", {}, ALLOCATABLE), NodeInfo("sparse", {}, ALLOCATABLE))
+    dry = _pass(nodes=untainted, policies=(_policy(descheduler={"enabled": False}),))
+    assert dry.drains[0].freeable == ("sparse",)
+    assert _node_patches(dry) == {}
+    live = _pass(nodes=untainted)
+    assert set(_node_patches(live)) == {"sparse"}
+    (added,) = [op for op in _node_patches(live)["sparse"].body if op["op"] == "add"]
+    assert added["value"][0]["key"] == "compactor.dev/drain"
+    assert added["value"][0]["value"] == "p"
+    assert added["value"][0]["effect"] == "PreferNoSchedule"
+
+
+def _unremovable_events(p: Plan) -> list[RecordEvent]:
+    return [a for a in p.of(RecordEvent) if a.body["reason"] == "NodeNotConsolidatable"]
+
+
+def test_why_a_node_cannot_be_freed_is_recorded_at_most_hourly() -> None:
+    untainted = (NodeInfo("dense", {}, ALLOCATABLE), NodeInfo("sparse", {}, ALLOCATABLE))
+    # The policy's Pod on "sparse" fits nowhere else: both nodes are too full for the other.
+    pods = (_pod("d1", "dense", 3000), _pod("s1", "sparse", 1500))
+    policies = (_policy(descheduler={"highNodeUtilization": {"thresholds": {
+        "cpu": 80, "memory": 80, "pods": 80}}}),)
+    first = _unremovable_events(_pass(pods, untainted, policies))
+    assert {e.body["involvedObject"]["name"] for e in first} >= {"sparse", "p"}
+    assert all(e.key for e in first) and "does not fit" in first[0].body["message"]
+    memory = Memory()
+    for e in first:  # what the executor notes once it has recorded them
+        memory = memory.noted(e.key, NOW)
+    later = NOW + datetime.timedelta(minutes=59)
+    assert _unremovable_events(_pass(pods, untainted, policies, memory, later)) == []
+    hour = NOW + datetime.timedelta(minutes=61)
+    again = _unremovable_events(_pass(pods, untainted, policies, memory, hour))
+    assert [e.key for e in again] == [e.key for e in first]
