@@ -302,7 +302,9 @@ class _Cluster:
             if amount > 0 and all(n.free.get(resource, 0) < amount for n in admitting):
                 return "room for 1 more Pod" if resource == "pods" else \
                     f"{resource} {format_milli(resource, amount)}"
-        return "required anti-affinity on the hostname"
+        if pod.placement.anti_affinity or any(n.repels for n in admitting):
+            return "required anti-affinity on the hostname"
+        return "no node has room for all it requests at once"
 
     def move(self, pods: Sequence[PodInfo], source: str, pool: LabelSelector) -> Reason | None:
         """Place every Pod of ``source`` elsewhere, or none: the reason it failed, or None."""
@@ -317,10 +319,12 @@ class _Cluster:
             needs = _needs(pod)
             target = self.place(pod, needs, ordered)
             if target is None:
+                # Judged before the undo: the room its siblings took is what it lacks.
+                reason = Reason("does_not_fit", f"pod {pod.namespace}/{pod.name} does not "
+                                f"fit elsewhere: {self.shortfall(pod, source, pool)}")
                 for node, done, amount in reversed(placed):
                     self._take(node, done, amount)
-                return Reason("does_not_fit", f"pod {pod.namespace}/{pod.name} does not fit "
-                              f"elsewhere: {self.shortfall(pod, source, pool)}")
+                return reason
             self._put(target, pod, needs)
             placed.append((target, pod, needs))
             if not _holds(target, floor):

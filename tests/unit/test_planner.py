@@ -21,7 +21,14 @@ from controller.plan import PlanSettings
 from controller.plan import plan as plan_pass
 from controller.planner import DrainPlan, Member, drain_taint, plan_drains
 from controller.runtime import RuntimeSettings
-from controller.scheduling import AntiAffinity, Placement, Taint, Toleration
+from controller.scheduling import (
+    AntiAffinity,
+    NodeRequirement,
+    Placement,
+    Taint,
+    Toleration,
+    parse_placement,
+)
 from controller.snapshot import NodeInfo, PdbInfo, PodInfo
 from loadtest import planner as planner_bench
 
@@ -463,3 +470,93 @@ def test_a_pod_with_only_tolerations_is_placed_as_one_without_constraints() -> N
     # tolerates), the other for b, where one of them fits.
     assert plans[0].freeable == ("a",)
     assert plans[0].moves == {("shop", "m"): "t", ("shop", "p"): "b"}
+
+
+def _affine(*terms: tuple[NodeRequirement, ...]) -> PodInfo:
+    return pod("s1", "sparse", placement=Placement(terms=terms))
+
+
+@pytest.mark.parametrize(("terms", "freeable"), [
+    pytest.param(((NodeRequirement("zone", "In", ("a",)),),), ("sparse",), id="in-matches"),
+    pytest.param(((NodeRequirement("zone", "In", ("b",)),),), (), id="in-matches-no-other"),
+    pytest.param(((NodeRequirement("zone", "NotIn", ("a",)),),), (), id="not-in"),
+    pytest.param(((NodeRequirement("gpu", "Exists"),),), (), id="exists-absent"),
+    pytest.param(((NodeRequirement("gpu", "DoesNotExist"),),), ("sparse",), id="does-not-exist"),
+    pytest.param(((NodeRequirement("cores", "Gt", ("8",)),),), ("sparse",), id="gt"),
+    pytest.param(((NodeRequirement("cores", "Lt", ("8",)),),), (), id="lt"),
+    pytest.param(((NodeRequirement("metadata.name", "In", ("dense",), field=True),),),
+                 ("sparse",), id="match-fields-name"),
+    pytest.param(((NodeRequirement("metadata.name", "In", ("sparse",), field=True),),), (),
+                 id="match-fields-own-node-only"),
+    # Terms are ORed, the requirements of one term ANDed.
+    pytest.param(((NodeRequirement("zone", "In", ("b",)),),
+                  (NodeRequirement("zone", "In", ("a",)),)), ("sparse",), id="second-term"),
+    pytest.param(((NodeRequirement("zone", "In", ("a",)),
+                   NodeRequirement("gpu", "Exists")),), (), id="and-within-term"),
+])
+def test_required_node_affinity_decides_where_a_pod_may_go(
+        terms: tuple[tuple[NodeRequirement, ...], ...], freeable: tuple[str, ...]) -> None:
+    nodes = [node("dense", labels={"zone": "a", "cores": "16"}),
+             node("sparse", labels={"zone": "b", "cores": "4"})]
+    plan = _plan(nodes, [*DENSE, _affine(*terms)])
+    assert ("sparse" in plan.freeable) == bool(freeable)
+    if not freeable:
+        assert any("no other node in use admits it" in r for r in _reasons(plan, "sparse"))
+
+
+def test_required_node_affinity_is_read_from_the_pod_spec() -> None:
+    placement = parse_placement({"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In",
+                              "values": ["spare"]}]}]}}}})
+    assert placement.admits("x", {"zone": "a"}) and placement.admits("spare", {})
+    assert not placement.admits("x", {"zone": "b"})
+    assert not placement.tolerations_only
+
+
+@pytest.mark.parametrize("taint", ["ToBeDeletedByClusterAutoscaler",
+                                   "DeletionCandidateOfClusterAutoscaler"])
+def test_a_node_the_cluster_autoscaler_removes_is_neither_destination_nor_candidate(
+        taint: str) -> None:
+    effect = "NoSchedule" if taint.startswith("ToBe") else "PreferNoSchedule"
+    leaving = node("dense", taints=[Taint(taint, "1733000000", effect)])
+    plan = _plan([leaving, node("sparse")], [*DENSE, pod("s1", "sparse")])
+    assert plan.freeable == () and plan.moves == {}
+    assert "node is being removed by an autoscaler" in _reasons(plan, "dense")
+    # With a second destination the sparse node drains there, never onto the leaving one.
+    plan = _plan([leaving, node("sparse"), node("other")],
+                 [*DENSE, pod("s1", "sparse"), pod("o1", "other", 2)])
+    assert plan.freeable == ("sparse",) and plan.moves == {("shop", "s1"): "other"}
+
+
+def test_between_nodes_of_as_many_pods_the_least_requested_is_tried_first() -> None:
+    nodes = [node("dense"), node("heavier"), node("lighter")]
+    pods = [pod("d1", "dense", 2), pod("h1", "heavier", 0.75), pod("l1", "lighter", 0.25)]
+    plan = _plan(nodes, pods, budget=1)
+    assert plan.freeable[0] == "lighter" and plan.draining == ("lighter",)
+
+
+def test_the_pod_count_a_node_allows_binds_like_cpu_and_memory() -> None:
+    def small(name: str, on: str) -> PodInfo:
+        return pod(name, on, 0.01, 0.01)
+    def three_pods(name: str) -> NodeInfo:
+        return NodeInfo(name, {"kubernetes.io/hostname": name},
+                        {"cpu": 4000, "memory": 16 * GI, "pods": 3000}, ())
+    pods = [small("d1", "dense"), small("d2", "dense"), small("s1", "sparse"),
+            small("s2", "sparse")]
+    plan = _plan([three_pods("dense"), three_pods("sparse")], pods)
+    assert plan.freeable == ()
+    assert any("room for 1 more Pod" in r for r in _reasons(plan, "sparse"))
+    roomy = replace(three_pods("dense"), allocatable={**three_pods("dense").allocatable,
+                                                       "pods": 4000})
+    assert _plan([roomy, three_pods("sparse")], pods).freeable == ("sparse",)
+
+
+def test_a_pod_that_no_single_node_has_room_for_says_so() -> None:
+    # "a" has the memory but not the CPU, "b" the CPU but not the memory.
+    pods = [pod("a1", "a", 3.5, 1), pod("b1", "b", 1, 15), pod("s1", "sparse", 1, 2)]
+    plan = _plan([node("a"), node("b"), node("sparse")], pods)
+    assert "sparse" not in plan.freeable
+    assert ("pod shop/s1 does not fit elsewhere: no node has room for all it requests at once"
+            in _reasons(plan, "sparse"))
