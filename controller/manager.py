@@ -104,7 +104,8 @@ class Manager:
 async def _main(settings: ControllerSettings) -> None:
     metrics = ControllerMetrics()
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, registry=metrics.registry)
+        start_http_server(settings.metrics_port, settings.metrics_address,
+                          registry=metrics.registry)
     api = await Api.connect(settings.kubeconfig)
     metrics.api_requests.set_function(lambda: float(api.requests))
     metrics.api_throttled.set_function(lambda: float(api.throttled))

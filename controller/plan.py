@@ -104,9 +104,8 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     blocking = resources.blocked_events(snapshot.workloads, composed, memory, now)
     out.actions.extend(blocking.events)
     drains, memo = _drains(active, snapshot, members, settings, now, memory)
-    drains = _held(drains, _converging(snapshot.pods, members), snapshot.nodes)
-    draining = {key: d.policy for d in drains if _acting(d, active)
-                for node in d.draining for key in d.evict[node]}
+    drains = _dry(_held(drains, _converging(snapshot.pods, members), snapshot.nodes), active)
+    draining = {key: d.policy for d in drains for node in d.draining for key in d.evict[node]}
     _pods(snapshot.pods, members, draining, out)
     _runtime_hook(decided, members, snapshot.nodes, snapshot.pods, settings, memory, now, out)
     _taints(snapshot, drains, active, memory, now, out)
@@ -276,6 +275,12 @@ def _held(drains: Iterable[DrainPlan], converging: set[str], nodes: Iterable[Nod
             d = replace(d, draining=keep, evict={n: d.evict[n] for n in keep})
         out.append(d)
     return out
+
+
+def _dry(drains: Iterable[DrainPlan], active: list[Policy]) -> list[DrainPlan]:
+    """A policy whose descheduler is off drains nothing: its plan shows what it could free,
+    and nothing as draining."""
+    return [d if _acting(d, active) else replace(d, draining=(), evict={}) for d in drains]
 
 
 def _acting(drain: DrainPlan, active: list[Policy]) -> bool:

@@ -64,6 +64,8 @@ class ControllerSettings:
     drain_timeout: datetime.timedelta = DRAIN_TIMEOUT
     default_evaluation: bool = True  # create the default PolicyEvaluation when absent
     metrics_port: int = 8080
+    # All interfaces in a Pod, so Prometheus can scrape it; the local stack binds loopback.
+    metrics_address: str = "0.0.0.0"
     log_level: str = "INFO"
     certs: CertSettings | None = None
     patch_concurrency: int = PATCH_CONCURRENCY  # metadata patches in flight at once
@@ -225,6 +227,7 @@ def load(env: Mapping[str, str] = os.environ) -> ControllerSettings:
         drain_timeout=e.duration("COMPACTOR_CONTROLLER_DRAIN_TIMEOUT", DRAIN_TIMEOUT),
         default_evaluation=e.flag("COMPACTOR_POLICY_EVALUATION_DEFAULT", True),
         metrics_port=e.port("COMPACTOR_CONTROLLER_METRICS_PORT", 8080),
+        metrics_address=e.text("COMPACTOR_CONTROLLER_METRICS_ADDRESS", "0.0.0.0"),
         log_level=e.choice("COMPACTOR_LOG_LEVEL", "INFO",
                            frozenset({"DEBUG", "INFO", "WARNING", "ERROR"})).upper(),
         certs=_certs(e, namespace),

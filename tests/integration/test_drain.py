@@ -125,7 +125,8 @@ async def test_with_the_descheduler_disabled_the_plan_is_shown_and_nothing_writt
     name = _policy(compaction_policies, namespace, pool, enabled=False)
     await in_process_reconciler.reconcile()
     plan = kube.get(compaction_policies.path(name))["status"]["plan"]
-    assert plan["freeableNodes"] == [sparse] and plan["drainingNodes"] == [sparse]
+    assert plan["freeableNodes"] == [sparse] and plan["drainingNodes"] == []
+    assert plan["draining"] == 0
     assert _drain_taint(kube, sparse) is None and _drain_taint(kube, dense) is None
     assert not any("compactor.dev/draining" in p["metadata"]["labels"]
                    for p in kube.items(path("pods", namespace)))

@@ -110,8 +110,9 @@ def test_the_taint_goes_and_only_ours(case: str, pods: tuple[PodInfo, ...],
 def test_a_dry_run_shows_the_plan_and_taints_nothing() -> None:
     untainted = (NodeInfo("dense", {}, ALLOCATABLE), NodeInfo("sparse", {}, ALLOCATABLE))
     dry = _pass(nodes=untainted, policies=(_policy(descheduler={"enabled": False}),))
-    assert dry.drains[0].freeable == ("sparse",)
+    assert dry.drains[0].freeable == ("sparse",) and dry.drains[0].draining == ()
     assert _node_patches(dry) == {}
+    assert not any("compactor.dev/draining" in str(a.body) for a in dry.of(Patch))
     live = _pass(nodes=untainted)
     assert set(_node_patches(live)) == {"sparse"}
     (added,) = [op for op in _node_patches(live)["sparse"].body if op["op"] == "add"]
