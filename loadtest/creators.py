@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from compaction import names
 from localcluster import Kube, scrape
 from localcluster.kube import Credentials, path
 
@@ -66,7 +67,7 @@ async def _create(creds: Credentials, namespace: str, pod: dict[str, Any], total
 
 
 def create_pods(creds: Credentials, namespace: str, pod: dict[str, Any], total: int,
-                parallel: int = 16, mutated_label: str = "compactor.dev/policy") -> Creation:
+                parallel: int = 16, mutated_label: str = names.POLICY_LABEL) -> Creation:
     body = {**pod, "metadata": {**pod.get("metadata", {}), "labels": {
         **(pod.get("metadata", {}).get("labels") or {}), RUN_LABEL: "yes"}}}
     return asyncio.run(_create(creds, namespace, body, total, parallel, mutated_label))

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from compaction import names
 from compaction.intent import Intent
 from loadtest import creators
 from localcluster import Cluster, ClusterConfig, Kube, scrape
@@ -49,8 +50,8 @@ from localcluster.stack import (
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "loadtest" / "results"
 NAMESPACE = "peers"
-INTENT = Intent("bench", {"compactor.dev/policy": "bench",
-                          "compactor.dev/workload-kind": "Deployment"}, "compactor-scheduler")
+INTENT = Intent("bench", {names.POLICY_LABEL: "bench",
+                          names.WORKLOAD_KIND_LABEL: "Deployment"}, names.MANAGED_SCHEDULER)
 KYVERNO_NS = "kyverno"
 KYVERNO_CA, KYVERNO_TLS = "kyverno-svc.kyverno.svc.kyverno-tls-ca", \
     "kyverno-svc.kyverno.svc.kyverno-tls-pair"
@@ -80,16 +81,16 @@ def kyverno_policy() -> dict[str, Any]:
                 {"name": "annotation", "apiCall": {
                     "urlPath": "/apis/apps/v1/namespaces/{{request.namespace}}/deployments/"
                                "{{deployment}}",
-                    "jmesPath": 'metadata.annotations."compactor.dev/intent"'}},
+                    "jmesPath": f'metadata.annotations."{names.INTENT_ANNOTATION}"'}},
                 {"name": "intent", "variable": {"jmesPath": "parse_json(annotation)"}},
             ],
             "mutate": {"patchStrategicMerge": {
                 "metadata": {
                     "labels": {
-                        "compactor.dev/policy": "{{ intent.policy }}",
-                        "compactor.dev/workload-kind":
-                            '{{ intent.labels."compactor.dev/workload-kind" }}'},
-                    "annotations": {"compactor.dev/intent": "{{ annotation }}"}},
+                        names.POLICY_LABEL: "{{ intent.policy }}",
+                        names.WORKLOAD_KIND_LABEL:
+                            '{{ intent.labels."' + names.WORKLOAD_KIND_LABEL + '" }}'},
+                    "annotations": {names.INTENT_ANNOTATION: "{{ annotation }}"}},
                 "spec": {"schedulerName": "{{ intent.schedulerName }}"}}},
         }]},
     }
@@ -168,7 +169,7 @@ def _owners(kube: Kube) -> dict[str, Any]:
     both stay as made); returns the Pod every creator posts."""
     deployment = kube.create(path("deployments", NAMESPACE), {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "annotations": {"compactor.dev/intent": INTENT.render()}},
+        "metadata": {"name": "web", "annotations": {names.INTENT_ANNOTATION: INTENT.render()}},
         "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
                  "template": {"metadata": {"labels": {"app": "web"}},
                               "spec": {"containers": [{"name": "c", "image": "pause"}]}}}})
@@ -191,8 +192,8 @@ def _owners(kube: Kube) -> dict[str, Any]:
 
 def _mutated(kube: Kube, pod: dict[str, Any]) -> bool:
     made = kube.create(path("pods", NAMESPACE), pod)
-    return (made["metadata"].get("labels") or {}).get("compactor.dev/policy") == "bench" and \
-        made["spec"].get("schedulerName") == "compactor-scheduler"
+    return (made["metadata"].get("labels") or {}).get(names.POLICY_LABEL) == "bench" and \
+        made["spec"].get("schedulerName") == names.MANAGED_SCHEDULER
 
 
 class Kyverno:
@@ -302,7 +303,7 @@ def run(repeats: int, pods: int, parallel: int) -> int:
         kyverno_proc = kyverno.start()
         kyverno.register("kyverno")
         procs = {"compactor": hook, "kyverno": kyverno_proc}
-        names = {"compactor": COMPACTOR_WEBHOOK, "kyverno": KYVERNO_WEBHOOK}
+        webhook_names = {"compactor": COMPACTOR_WEBHOOK, "kyverno": KYVERNO_WEBHOOK}
         samples: list[Sample] = []
         for _ in range(repeats):
             for variant in ("none", "compactor", "kyverno"):
@@ -315,7 +316,7 @@ def run(repeats: int, pods: int, parallel: int) -> int:
                     for _ in range(50):  # warm: connections, caches
                         _mutated(kube, pod)
                 proc = procs.get(variant)
-                webhook = names.get(variant, "")
+                webhook = webhook_names.get(variant, "")
                 before = creators.webhook_histogram(kube, webhook) if proc else []
                 cpu0 = cpu_seconds(proc.pid or 0) if proc else 0.0
                 made = creators.create_pods(cluster.credentials, NAMESPACE, pod, pods,

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from compaction import names
 from compaction.workload import WorkloadType
 from controller.plan import PlanSettings, plan
 from controller.runtime import RuntimeSettings
@@ -41,9 +42,9 @@ def cluster(nodes: int) -> Snapshot:
     """``nodes`` nodes of 4 CPU, 16 GiB and 110 Pods, the mix spread round-robin, a node
     agent on each node, and one pinned (safe-to-evict false) Pod per 10 nodes; every Pod
     with the default tolerations, as a real one has."""
-    names = [f"node-{i:04d}" for i in range(nodes)]
+    node_names = [f"node-{i:04d}" for i in range(nodes)]
     infos = tuple(NodeInfo(n, {"kubernetes.io/hostname": n}, {
-        "cpu": 4000_000, "memory": 16 * GI, "pods": 110_000}) for n in names)
+        "cpu": 4000_000, "memory": 16 * GI, "pods": 110_000}) for n in node_names)
     workloads: list[WorkloadObject] = []
     owners: list[OwnerInfo] = []
     pods: list[PodInfo] = []
@@ -57,22 +58,22 @@ def cluster(nodes: int) -> Snapshot:
         owners.append(OwnerInfo("ReplicaSet", ns, f"{app}-1", ("Deployment", app), {}))
         for i in range(per_100 * nodes // 100):
             pods.append(PodInfo(ns, f"{app}-{i}", f"{app}-{i}", {"app": app}, {},
-                                ("ReplicaSet", f"{app}-1"), node_name=names[at % nodes],
+                                ("ReplicaSet", f"{app}-1"), node_name=node_names[at % nodes],
                                 phase="Running", ready=True,
                                 requests={"cpu": cpu * 1000, "memory": mib * 2**20 * 1000},
                                 placement=DEFAULT_TOLERATIONS))
             at += 1
-    for i, n in enumerate(names):
+    for i, n in enumerate(node_names):
         pods.append(PodInfo("production", f"agent-{i}", f"agent-{i}", {}, {},
                             ("DaemonSet", "agent"), node_name=n, phase="Running", ready=True,
                             requests={"cpu": 50_000, "memory": 64 * 2**20 * 1000}))
         if i % 10 == 0:
             pods.append(PodInfo("production", f"pinned-{i}", f"pinned-{i}", {}, {
-                "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                names.SAFE_TO_EVICT_ANNOTATION: "false"},
                 ("ReplicaSet", "web-1"), node_name=n, phase="Running", ready=True,
                 requests={"cpu": 100_000, "memory": 128 * 2**20 * 1000}))
     policy = parse_policy_object({
-        "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+        "apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
         "metadata": {"name": "bench", "uid": "u", "generation": 1,
                      "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"scope": {"namespaceSelector": {"operator": "In",

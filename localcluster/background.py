@@ -8,6 +8,7 @@ import time
 
 import httpx
 
+from compaction import names
 from localcluster.kube import ApiError, Kube, path
 from localcluster.process import Process
 from localcluster.reliability import DeschedulerRun
@@ -17,7 +18,7 @@ from localcluster.stack import CompactorStack
 class LeaseWatch:
     """Who holds the controller's Lease, polled on a thread: (time, holder) at each change."""
 
-    def __init__(self, kube: Kube, namespace: str = "compactor-system") -> None:
+    def __init__(self, kube: Kube, namespace: str = names.INSTALL_NAMESPACE) -> None:
         self.kube, self.namespace = kube, namespace
         self.holders: list[tuple[float, str]] = []
         self._stop = threading.Event()

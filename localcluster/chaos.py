@@ -53,10 +53,10 @@ from localcluster.stack import (
 )
 from localcluster.timeline import PodTimeline
 
-POLICY_API = "apis/compactor.dev/v1alpha1"
+POLICY_API = f"apis/{names.API_VERSION}"
 WEBHOOK_OFF = {"chaos.compactor.test/admission": "off"}
-CONTROLLER_USER = "system:serviceaccount:compactor-system:compactor-controller"
-DESCHEDULER_USER = "system:serviceaccount:compactor-system:compactor-descheduler"
+CONTROLLER_USER = f"system:serviceaccount:{names.INSTALL_NAMESPACE}:compactor-controller"
+DESCHEDULER_USER = f"system:serviceaccount:{names.INSTALL_NAMESPACE}:compactor-descheduler"
 LEASE_SECONDS = 15.0  # the controller's Lease duration (controller/settings.py)
 FAILED_OPEN = "compactor_admission_failed_open_total"
 # How long after a fault ends the Pods must stay converged: what the load creates right
@@ -175,7 +175,7 @@ class Chaos:
                            c.churn_interval, c.rollout_every, c.seed).start()
         desched = CompactorStack(self.cluster, self.cluster.client(), self.dir / "descheduler")
         self.descheduler = DeschedulerLoop(desched, "chaos", c.descheduler_interval).start()
-        self.restarter = Restarter([self.cluster.process("compactor-scheduler")]).start()
+        self.restarter = Restarter([self.cluster.process(names.MANAGED_SCHEDULER)]).start()
 
     def stop(self) -> None:
         for part in (self.restarter, self.churn, self.descheduler, self.timeline, self.lease):
@@ -193,8 +193,8 @@ class Chaos:
         return env, notes
 
     def apply_policy(self, name: str, spec: dict[str, Any]) -> None:
-        self.kube.apply(path("clustercompactionpolicies", name=name, api=POLICY_API), {
-            "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+        self.kube.apply(path(names.POLICY_PLURAL, name=name, api=POLICY_API), {
+            "apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
             "metadata": {"name": name}, "spec": spec})
 
     def _wait_webhook_called(self) -> None:
@@ -241,7 +241,7 @@ class Chaos:
 
     def _holder(self) -> str:
         try:
-            lease = self.kube.get(path("leases", "compactor-system", "compactor-controller"))
+            lease = self.kube.get(path("leases", names.INSTALL_NAMESPACE, "compactor-controller"))
         except ApiError:
             return ""
         return str(lease["spec"].get("holderIdentity") or "")

@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction import names
 from localcluster.cluster import Cluster
 from localcluster.kube import Kube, path
 from localcluster.measure import (
@@ -39,7 +40,7 @@ class Outcome:
 def _awaiting_hook(pods: list[PodFact]) -> list[PodFact]:
     """Managed Pods admitted without the compaction state (placed before the policy, or
     admitted while the webhook's cache was stale): the runtime hook replaces them."""
-    return [p for p in pods if p.managed and p.scheduler != "compactor-scheduler"]
+    return [p for p in pods if p.managed and p.scheduler != names.MANAGED_SCHEDULER]
 
 
 def _wait(kube: Kube, scenario: Scenario, timeout: float, hook: bool = False) -> None:
@@ -54,8 +55,8 @@ def _wait(kube: Kube, scenario: Scenario, timeout: float, hook: bool = False) ->
 
 def _plans_more(kube: Kube) -> bool:
     """The policy's status shows a node it can still free or is draining."""
-    status = kube.get(path("clustercompactionpolicies", name=POLICY,
-                           api="apis/compactor.dev/v1alpha1")).get("status") or {}
+    status = kube.get(path(names.POLICY_PLURAL, name=POLICY,
+                           api=f"apis/{names.API_VERSION}")).get("status") or {}
     plan = status.get("plan") or {}
     return bool(plan.get("freeable") or plan.get("draining"))
 

@@ -12,6 +12,7 @@ import uuid
 
 import httpx
 
+from compaction import names
 from localcluster.audit import evictions
 from localcluster.chaos import CONTROLLER_USER, WEBHOOK_OFF, Chaos
 from localcluster.chaos_scenario import policy_spec
@@ -68,7 +69,7 @@ def _burst(chaos: Chaos) -> None:
 
 
 def _count_labelled(chaos: Chaos, namespace: str, policy: str) -> int:
-    return len(chaos.kube.items(path("pods", namespace), f"compactor.dev/policy={policy}"))
+    return len(chaos.kube.items(path("pods", namespace), f"{names.POLICY_LABEL}={policy}"))
 
 
 def controller_kill_labelling(chaos: Chaos) -> None:

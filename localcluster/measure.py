@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from compaction import names
 from localcluster.kube import Kube, path
 from localcluster.scenario import MANAGED_NAMESPACES, PROTECTED
 
@@ -53,7 +54,7 @@ class PodFact:
         """Pods that keep their node: Compactor's own (the compaction scheduler) and the
         protected ones, but DaemonSet Pods (on every node) and placeholders (the Cluster
         Autoscaler removes a node they alone hold)."""
-        if self.namespace == "compactor-system":
+        if self.namespace == names.INSTALL_NAMESPACE:
             return True
         return self.protected and PROTECTED[(self.namespace, self.app)] not in (
             "DaemonSet", "placeholder, priority -10")
@@ -71,7 +72,7 @@ def snapshot(kube: Kube) -> list[PodFact]:
                 "app", ""), spec.get("nodeName", ""),
             sum(cpu_millis(r.get("cpu", "0")) for r in requests),
             sum(mem_bytes(r.get("memory", "0")) for r in requests),
-            spec.get("schedulerName", ""), (meta.get("labels") or {}).get("compactor.dev/policy"),
+            spec.get("schedulerName", ""), (meta.get("labels") or {}).get(names.POLICY_LABEL),
             pod["status"].get("phase", "")))
     return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction import names
 from localcluster.cluster import Cluster, NodeShape
 from localcluster.kube import Kube, path, wait_for
 
@@ -123,7 +124,7 @@ def create(cluster: Cluster, kube: Kube, scenario: Scenario, wait: bool = True) 
             _template({"app": app.name}, app.cpu, app.memory)))
     kube.create(path("deployments", "production"), _workload("Deployment", "pinned", 1, _template(
         {"app": "pinned"}, "500m", "1Gi",
-        {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})))
+        {names.SAFE_TO_EVICT_ANNOTATION: "false"})))
     kube.create(path("deployments", "production"), _workload("Deployment", "payments", 2,
                                                              _template({"app": "payments"},
                                                                        "500m", "1Gi")))
@@ -172,6 +173,6 @@ def spread_overrides(scenario: Scenario) -> dict[str, Any]:
 
 def apply_policy(kube: Kube, scenario: Scenario, **overrides: Any) -> None:
     spec = {**scenario.policy_spec, **overrides}
-    kube.apply(path("clustercompactionpolicies", name=POLICY, api="apis/compactor.dev/v1alpha1"),
-               {"apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+    kube.apply(path(names.POLICY_PLURAL, name=POLICY, api=f"apis/{names.API_VERSION}"),
+               {"apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
                 "metadata": {"name": POLICY}, "spec": spec})

@@ -1,4 +1,5 @@
-"""Reading Prometheus' text format: a sample's value, a histogram's buckets, a quantile."""
+"""Reading Prometheus' text format: a series' value, a sum over series, a histogram's buckets,
+a quantile."""
 
 from __future__ import annotations
 
@@ -27,6 +28,16 @@ def value(text: str, name: str, match: Mapping[str, str] | None = None) -> float
                 _labels(line).get(k) == v for k, v in (match or {}).items()):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def sample(text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """The value of ``name``'s one series whose labels are exactly ``labels`` (none: the
+    unlabelled series); 0 while that series is absent."""
+    want = dict(labels or {})
+    for line in text.splitlines():
+        if (line.startswith(name + "{") or line.startswith(name + " ")) and _labels(line) == want:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 def histogram(text: str, name: str, match: Mapping[str, str] | None = None) -> Buckets:

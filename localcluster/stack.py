@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import yaml
 
-from compaction import kinds
+from compaction import kinds, names
+from localcluster import scrape
 from localcluster.cluster import ROOT, Cluster
 from localcluster.kube import Kube, path, wait_for
 from localcluster.process import Process, free_port
@@ -62,12 +63,8 @@ def token_kubeconfig(cluster: Cluster, token: str, file: Path, server: str | Non
 
 
 def webhook_metric(hook: RunningWebhook, name: str, **labels: str) -> float:
-    text = httpx.get(f"{hook.url}/metrics", verify=False).text
-    want = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
-    for line in text.splitlines():
-        if line.startswith(f"{name}{want} "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    """The webhook's series of ``name`` with exactly ``labels``; 0 while absent."""
+    return scrape.sample(httpx.get(f"{hook.url}/metrics", verify=False).text, name, labels)
 
 
 def _wait_until_called(kube: Kube, hook: RunningWebhook, selector_value: str) -> None:
@@ -103,9 +100,9 @@ def start_webhook_process(cluster: Cluster, kube: Kube, workdir: Path, cert: Pat
     """``python -m webhook`` as its own process, with the compactor-webhook ServiceAccount's
     token (so RBAC is real); returns once it answers /readyz. ``server``: reach the API
     server through this address instead."""
-    kube.ensure_namespace("compactor-system")
+    kube.ensure_namespace(names.INSTALL_NAMESPACE)
     apply_file(kube, ROOT / "deploy" / "rbac" / "webhook.yaml")
-    token = service_account_token(kube, "compactor-system", "compactor-webhook")
+    token = service_account_token(kube, names.INSTALL_NAMESPACE, "compactor-webhook")
     kubeconfig = token_kubeconfig(cluster, token, workdir / "webhook.kubeconfig", server)
     port = port or free_port()
     env = {**os.environ, "COMPACTOR_WEBHOOK_HOST": "127.0.0.1",
@@ -208,20 +205,20 @@ class CompactorStack:
     def install(self) -> None:
         """Every CRD of deploy/crds (the controller's pass reads and creates each kind) and
         the components' RBAC."""
-        self.kube.ensure_namespace("compactor-system")
+        self.kube.ensure_namespace(names.INSTALL_NAMESPACE)
         plurals = set()
         for file in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
             crd = yaml.safe_load(file.read_text())
             self.kube.apply(path("customresourcedefinitions", name=crd["metadata"]["name"]), crd)
             plurals.add(crd["spec"]["names"]["plural"])
         wait_for("every compactor.dev kind served", lambda: plurals <= {
-            r["name"] for r in self.kube.get("/apis/compactor.dev/v1alpha1").get("resources")
+            r["name"] for r in self.kube.get(f"/apis/{names.API_VERSION}").get("resources")
             or []})
         for name in ("webhook", "controller", "scheduler", "descheduler"):
             apply_file(self.kube, ROOT / "deploy" / "rbac" / f"{name}.yaml")
 
     def _kubeconfig(self, account: str) -> Path:
-        token = service_account_token(self.kube, "compactor-system", account)
+        token = service_account_token(self.kube, names.INSTALL_NAMESPACE, account)
         return token_kubeconfig(self.cluster, token, self.dir / f"{account}.kubeconfig")
 
     def start_webhook(self, cache_ttl: float = 1.0) -> int:
@@ -257,8 +254,8 @@ class CompactorStack:
         config["webhooks"][0]["timeoutSeconds"] = timeout_seconds
         config["webhooks"][0]["namespaceSelector"] = {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-             "values": ["kube-system", "compactor-system"]},
-            {"key": "compactor.dev/ignore", "operator": "NotIn", "values": ["true"]},
+             "values": ["kube-system", names.INSTALL_NAMESPACE]},
+            {"key": names.IGNORE_LABEL, "operator": "NotIn", "values": ["true"]},
             *({"key": k, "operator": "NotIn", "values": [v]}
               for k, v in (excluded or {}).items())]}
         self.kube.apply(path("mutatingwebhookconfigurations", name=LOCAL_WEBHOOK), config)
@@ -285,7 +282,8 @@ class CompactorStack:
             raise ValueError(f"intent grace {grace_seconds} s must outlast the webhook's owner "
                              f"cache ({self.webhook_cache_ttl} s)")
         port = free_port()
-        token = service_account_token(self.kube, "compactor-system", "compactor-controller")
+        token = service_account_token(self.kube, names.INSTALL_NAMESPACE,
+                                      "compactor-controller")
         kubeconfig = token_kubeconfig(self.cluster, token, self.dir / f"{identity}.kubeconfig",
                                       server)
         env = {**os.environ,
@@ -303,27 +301,25 @@ class CompactorStack:
         return replica
 
     def controller_metric(self, name: str, **labels: str) -> float:
+        """The controller's series of ``name`` with exactly ``labels``; 0 while absent."""
         text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
-        want = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
-        for line in text.splitlines():
-            if line.startswith(f"{name}{want} "):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        return scrape.sample(text, name, labels)
 
     def start_scheduler(self) -> None:
         """kube-scheduler with the configuration the controller rendered into its ConfigMap."""
         cm = wait_for("the scheduler ConfigMap", lambda: self.kube.get(
-            path("configmaps", "compactor-system", "compactor-scheduler-config")), timeout=60)
+            path("configmaps", names.INSTALL_NAMESPACE, names.SCHEDULER_CONFIGMAP)), timeout=60)
         config = yaml.safe_load(cm["data"]["config.yaml"])
-        config["clientConnection"] = {"kubeconfig": str(self._kubeconfig("compactor-scheduler"))}
-        file = self.dir / "compactor-scheduler.yaml"
+        config["clientConnection"] = {
+            "kubeconfig": str(self._kubeconfig(names.MANAGED_SCHEDULER))}
+        file = self.dir / f"{names.MANAGED_SCHEDULER}.yaml"
         file.write_text(yaml.safe_dump(config))
-        self.cluster.start_scheduler(name="compactor-scheduler", config=file)
+        self.cluster.start_scheduler(name=names.MANAGED_SCHEDULER, config=file)
 
     def run_descheduler(self, policy: str) -> DeschedulerRun:
         """One run, as the CronJob's Job runs it: the rendered policy, the descheduler account."""
-        cm = self.kube.get(path("configmaps", "compactor-system",
-                                f"compactor-descheduler-{policy}"))
+        cm = self.kube.get(path("configmaps", names.INSTALL_NAMESPACE,
+                                names.descheduler_name(policy)))
         file = self.dir / f"descheduler-{policy}.yaml"
         file.write_text(cm["data"]["policy.yaml"])
         out = subprocess.run(

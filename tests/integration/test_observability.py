@@ -38,7 +38,7 @@ import yaml
 
 from certs.certificate import read
 from compaction.intent import Intent, parse_intent
-from localcluster import Cluster, Kube
+from localcluster import Cluster, Kube, scrape
 from localcluster import dashboard as dash
 from localcluster.kube import path, wait_for
 from localcluster.observe import deny_controller_updates, garbled_deployment, remove_denial
@@ -159,10 +159,10 @@ def _webhook(cluster: Cluster, kube: Kube, workdir: Path) -> tuple[Process, int,
     return proc, port, cert
 
 
-def _scraped(port: int, name: str) -> dict[str, float]:
+def _scraped(port: int, name: str, **labels: str) -> float:
+    """The webhook's series of ``name`` with exactly ``labels``; 0 while absent."""
     text = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False, timeout=5).text
-    return {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-            if line.startswith(name + "{")}
+    return scrape.sample(text, name, labels)
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def observed(cluster: Cluster, kube: Kube, workloads: Cluster,
         webhook, port, cert = _webhook(cluster, kube, workdir)
         procs.append(webhook)
         wait_for("the webhook's watches", lambda: all(
-            _scraped(port, "compactor_owner_watch_synced").get(k) == 1
+            _scraped(port, "compactor_owner_watch_synced", kind=k) == 1
             for k in ("Namespace", "ReplicaSet", "Deployment")))
         prom = Prometheus(cluster.bin / "prometheus", workdir / "prometheus", [
             Target("compactor-webhook", f"127.0.0.1:{port}", "https",

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from compaction.intent import Intent
-from localcluster import Cluster, Kube
+from localcluster import Cluster, Kube, scrape
 from localcluster.kube import path, wait_for
 from tests.integration.helpers import (
     WEBHOOK_NAMESPACE_LABEL,
@@ -173,13 +173,9 @@ def test_unannotated_and_opted_out_workloads_are_left_alone(
 
 
 def _apiserver_fail_open(kube: Kube, webhook_name: str) -> float:
-    text = kube.raw("/metrics").text
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("apiserver_admission_webhook_fail_open_count{") and (
-                f'name="{webhook_name}"' in line):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    """The API server's fail-open count for the webhook, summed over its other labels."""
+    return scrape.value(kube.raw("/metrics").text, "apiserver_admission_webhook_fail_open_count",
+                        {"name": webhook_name})
 
 
 def _admission_labels(hook: RunningWebhook, namespace: str, owner: dict[str, Any]

@@ -145,6 +145,20 @@ def test_histograms_and_values_are_read_for_the_labels_asked() -> None:
     assert scrape.value(TEXT, "apiserver_admission_webhook_fail_open_count") == 7
 
 
+def test_a_sample_is_the_one_series_with_exactly_the_labels_asked() -> None:
+    text = "\n".join([
+        "# TYPE compactor_owner_api_requests_total counter",
+        "compactor_owner_api_requests_total 12",
+        'compactor_admission_requests_total{outcome="patched"} 5',
+        'compactor_admission_requests_total{outcome="skipped"} 2',
+        'compactor_owner_watch_synced{kind="ReplicaSet",extra="x"} 1'])
+    assert scrape.sample(text, "compactor_owner_api_requests_total") == 12
+    assert scrape.sample(text, "compactor_admission_requests_total", {"outcome": "skipped"}) == 2
+    assert scrape.sample(text, "compactor_admission_requests_total") == 0
+    assert scrape.sample(text, "compactor_owner_watch_synced", {"kind": "ReplicaSet"}) == 0
+    assert scrape.sample(text, "compactor_owner_lookups_total", {"result": "hit"}) == 0
+
+
 def test_a_delta_across_a_restart_keeps_the_second_reading() -> None:
     before = [(0.005, 90.0), (float("inf"), 100.0)]
     assert scrape.delta([(0.005, 95.0), (float("inf"), 110.0)], before) == [
