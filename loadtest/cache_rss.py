@@ -9,22 +9,17 @@ VmRSS and VmHWM from /proc. Prints one JSON line.
 from __future__ import annotations
 
 import json
+import os
 import sys
-from pathlib import Path
 from typing import Any
 
+from compaction import names
 from compaction.intent import Intent
+from localcluster.procstat import peak_rss_mib, rss_mib
 from webhook.feed import KindStore
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache, record_of
 from webhook.server import Webhook  # noqa: F401  (the server's imports, as in production)
-
-
-def _status(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field):
-            return int(line.split()[1])
-    return 0
 
 
 async def _never(path: str) -> None:
@@ -34,18 +29,18 @@ async def _never(path: str) -> None:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     feed = len(sys.argv) > 2 and sys.argv[2] == "feed"
-    base = _status("VmRSS:")
+    base = rss_mib(os.getpid())
     cache = OwnerCache(_never, Metrics(), maxsize=n)
     store = KindStore(synced=True)
     for i in range(n):
         ns, name = f"ns-{i % 500}", f"app-{i}"
-        intent = Intent(f"policy-{i % 20}", {"compactor.dev/policy": f"policy-{i % 20}"},
-                        "compactor-scheduler")
+        intent = Intent(f"policy-{i % 20}", {names.POLICY_LABEL: f"policy-{i % 20}"},
+                        names.MANAGED_SCHEDULER)
         uid = f"{i:08d}-0000-4000-8000-000000000000"
         obj: dict[str, Any] = {"metadata": {
             "name": name, "namespace": ns, "uid": uid,
-            "labels": {"app": name, "compactor.dev/policy": intent.policy},
-            "annotations": {"compactor.dev/intent": intent.render()},
+            "labels": {"app": name, names.POLICY_LABEL: intent.policy},
+            "annotations": {names.INTENT_ANNOTATION: intent.render()},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
                                  "name": name, "uid": f"d{i:07d}", "controller": True}]}}
         if feed:
@@ -53,8 +48,8 @@ def main() -> None:
         else:
             cache.put((ns, "ReplicaSet", name, uid), record_of(obj))
     held = len(store.objects) if feed else len(cache)
-    print(json.dumps({"owners": held, "rss_mib": _status("VmRSS:") / 1024,
-                      "peak_mib": _status("VmHWM:") / 1024, "baseline_mib": base / 1024}))
+    print(json.dumps({"owners": held, "rss_mib": rss_mib(os.getpid()),
+                      "peak_mib": peak_rss_mib(os.getpid()), "baseline_mib": base}))
 
 
 if __name__ == "__main__":
