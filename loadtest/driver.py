@@ -16,33 +16,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 
+from compaction import names
 from compaction.intent import Intent
 from compaction.resource_plan import ResourcePlan
 from compaction.static_policy import ContainerResources
-from loadtest import creators
+from loadtest import creators, report, swarm
+from loadtest.report import Row
 from localcluster import Cluster, ClusterConfig, scrape
 from localcluster.kube import path, wait_for
 from localcluster.process import Process, free_port
 from localcluster.procstat import cpu_seconds, peak_rss_mib
 from localcluster.scrape import delta, histogram, quantile
 from localcluster.stack import (
+    WEBHOOK_NAMESPACE_LABEL,
     apply_file,
     service_account_token,
     token_kubeconfig,
@@ -51,21 +51,13 @@ from localcluster.stack import (
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "loadtest" / "results"
-INTENT = Intent("bench", {"compactor.dev/policy": "bench"}, "compactor-scheduler")
-ANNOTATIONS = {"compactor.dev/intent": INTENT.render()}
+INTENT = Intent("bench", {names.POLICY_LABEL: "bench"}, names.MANAGED_SCHEDULER)
+ANNOTATIONS = {names.INTENT_ANNOTATION: INTENT.render()}
 # One owner in six also carries a resource plan: those admissions patch container resources
 # too (the namespace has no LimitRange; the plan says so).
 RESOURCE_PLAN = ResourcePlan({"app": ContainerResources("app", {"cpu": "250m"},
                                                         {"memory": "512Mi"})})
-PLANNED = {**ANNOTATIONS, "compactor.dev/resources": RESOURCE_PLAN.rendered}
-SERVER_CPU, LOCUST_CPU = 0, 1
-
-
-def pinned(cpu: int, argv: list[str]) -> list[str]:
-    """``argv`` run on one CPU, where the machine has taskset and more than one CPU."""
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        return ["taskset", "-c", str(cpu), *argv]
-    return argv
+PLANNED = {**ANNOTATIONS, names.RESOURCES_ANNOTATION: RESOURCE_PLAN.rendered}
 
 
 def spread(values: list[float]) -> tuple[float, float, float]:
@@ -73,37 +65,10 @@ def spread(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
-@dataclass
-class Row:
-    name: str
-    rps: float
-    p50: float
-    p95: float
-    p99: float
-    server_p50: float
-    server_p95: float
-    server_p99: float
-    cpu_per_1000: float
-    peak_rss_mib: float
-    failures: int
-    requests: int
-    gets: str = ""
-
-
-
-
-
-
-
-
-
-
 def _q3(buckets: list[tuple[float, float]]) -> tuple[float, float, float]:
     """p50, p95, p99 in milliseconds."""
     p50, p95, p99 = (1000 * quantile(buckets, q) for q in (0.5, 0.95, 0.99))
     return p50, p95, p99
-
-
 
 
 def _bodies(namespace: str, owners: list[dict[str, Any]], count: int, file: Path) -> Path:
@@ -129,7 +94,7 @@ def _bodies(namespace: str, owners: list[dict[str, Any]], count: int, file: Path
                                   "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
             }], "volumes": [{"name": "kube-api-access", "projected": {"sources": [
                 {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}}],
-                "serviceAccountName": "default", "schedulerName": "default-scheduler",
+                "serviceAccountName": "default", "schedulerName": names.DEFAULT_SCHEDULER,
                 "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
                                  "effect": "NoExecute", "tolerationSeconds": 300}]},
         }
@@ -145,22 +110,6 @@ def _bodies(namespace: str, owners: list[dict[str, Any]], count: int, file: Path
     return file
 
 
-def _locust(port: int, bodies: Path, users: int, seconds: int, rate: float,
-            prefix: Path) -> dict[str, float]:
-    env = {**os.environ, "BODIES": str(bodies), "RATE": str(rate)}
-    subprocess.run(pinned(LOCUST_CPU, [
-        sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"),
-        "--headless", "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
-        "--host", f"https://127.0.0.1:{port}", "--csv", str(prefix), "--only-summary",
-        "--loglevel", "WARNING", "--stop-timeout", "2"]),
-        env=env, check=False, capture_output=True, timeout=seconds + 60)
-    with open(f"{prefix}_stats.csv") as f:
-        row = next(r for r in csv.DictReader(f) if r["Name"] == "Aggregated")
-    return {"rps": float(row["Requests/s"]), "p50": float(row["50%"]),
-            "p95": float(row["95%"]), "p99": float(row["99%"]),
-            "failures": float(row["Failure Count"]), "requests": float(row["Request Count"])}
-
-
 class Bench:
     def __init__(self, seconds: int, users: int, repeats: int = 3, creations: int = 1000,
                  parallel: int = 16) -> None:
@@ -170,14 +119,14 @@ class Bench:
         RESULTS.mkdir(parents=True, exist_ok=True)
         self.cluster = Cluster(ClusterConfig(workdir=self.dir / "cluster"))
         self.rows: list[Row] = []
-        self.checks: list[tuple[str, bool, str]] = []
-        self.ratio: tuple[float, float, float, list[float]] = (0.0, 0.0, 0.0, [])
+        self.checks: list[report.Check] = []
+        self.ratio: report.Ratio = (0.0, 0.0, 0.0, [])
         self.creation_rates: dict[str, list[float]] = {}
 
     def _serve(self, name: str, argv: list[str], env: dict[str, str]) -> tuple[Process, int]:
         port = free_port()
         cert, key = self.cluster.ca.serving(["localhost"], ["127.0.0.1"]).write(self.dir, name)
-        proc = Process(name, pinned(SERVER_CPU, argv), self.dir / f"{name}.log", env={
+        proc = Process(name, swarm.pinned(swarm.SERVER_CPU, argv), self.dir / f"{name}.log", env={
             **os.environ, **env, "PORT": str(port), "CERT_FILE": str(cert),
             "KEY_FILE": str(key), "COMPACTOR_WEBHOOK_HOST": "127.0.0.1",
             "COMPACTOR_WEBHOOK_PORT": str(port), "COMPACTOR_WEBHOOK_CERT_FILE": str(cert),
@@ -189,7 +138,7 @@ class Bench:
         return proc, port
 
     def _webhook(self, name: str, watch_owners: bool = True) -> tuple[Process, int]:
-        token = service_account_token(self.kube, "compactor-system", "compactor-webhook")
+        token = service_account_token(self.kube, names.INSTALL_NAMESPACE, "compactor-webhook")
         kc = token_kubeconfig(self.cluster, token, self.dir / f"{name}.kubeconfig")
         return self._serve(name, [sys.executable, "-m", "webhook"],
                            {"COMPACTOR_WEBHOOK_KUBECONFIG": str(kc),
@@ -203,8 +152,8 @@ class Bench:
         hist = "compactor_admission_duration_seconds"
         before = histogram(self._metrics(port), hist) if name != "baseline" else []
         cpu0 = cpu_seconds(proc.pid or 0)
-        stats = _locust(port, bodies, users or self.users, self.seconds, rate,
-                        self.dir / name.replace(" ", "_"))
+        stats = swarm.run(port, bodies, users or self.users, self.seconds, rate,
+                          self.dir / name.replace(" ", "_"))
         cpu = cpu_seconds(proc.pid or 0) - cpu0
         server = delta(histogram(self._metrics(port), hist), before) if before else []
         s50, s95, s99 = _q3(server)
@@ -223,7 +172,7 @@ class Bench:
             # webhook, so the API server does the same work after admission in each.
             self.cluster.start_controller_manager()
             self.kube = self.cluster.client()
-            self.kube.ensure_namespace("compactor-system")
+            self.kube.ensure_namespace(names.INSTALL_NAMESPACE)
             apply_file(self.kube, ROOT / "deploy" / "rbac" / "webhook.yaml")
             ns = "bench"
             self.kube.ensure_namespace(ns, default_service_account=True)
@@ -276,7 +225,7 @@ class Bench:
             ("zero failed requests", all(r.failures == 0 for r in self.rows) and through
              and concurrent, ", ".join(f"{r.name}: {r.failures}" for r in self.rows)),
         ]
-        self._write()
+        report.write(RESULTS, self.rows, self.checks, self.ratio, self.creation_rates)
         return 0 if all(ok for _, ok, _ in self.checks) else 1
 
     def _owners(self, ns: str) -> list[dict[str, Any]]:
@@ -337,8 +286,7 @@ class Bench:
         answers = asyncio.run(fire())
         elapsed = time.monotonic() - started
         text = self._metrics(port)
-        gets = int(next(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                        if line.startswith("compactor_owner_api_requests_total ")))
+        gets = int(scrape.sample(text, "compactor_owner_api_requests_total"))
         patched = sum(1 for a in answers
                       if a.status_code == 200 and "patch" in a.json()["response"])
         server = histogram(text, "compactor_admission_duration_seconds")
@@ -359,12 +307,12 @@ class Bench:
         config = webhook_configuration(name, port, "bench", self.cluster.ca.cert_pem,
                                        failure_policy="Fail")
         self.kube.patch(path("namespaces", name=ns),
-                        {"metadata": {"labels": {"compactor-test-webhook": "bench"}}})
+                        {"metadata": {"labels": {WEBHOOK_NAMESPACE_LABEL: "bench"}}})
         self.kube.create(path("mutatingwebhookconfigurations"), config)
         owner = {**owners[-2], "controller": True}  # the StatefulSet: it never adopts these
         pod = {"metadata": {"generateName": "api-", "ownerReferences": [owner]},
                "spec": {"containers": [{"name": "c", "image": "pause"}]}}
-        wait_for("webhook in use", lambda: "compactor.dev/policy" in (
+        wait_for("webhook in use", lambda: names.POLICY_LABEL in (
             self.kube.create(path("pods", ns), pod)["metadata"].get("labels") or {}))
         def calls() -> scrape.Buckets:
             """The API server's own histogram of its calls to our webhook."""
@@ -375,7 +323,7 @@ class Bench:
         ok, started, n = True, time.monotonic(), 300
         for _ in range(n):
             made = self.kube.create(path("pods", ns), pod)
-            ok &= "compactor.dev/policy" in (made["metadata"].get("labels") or {})
+            ok &= names.POLICY_LABEL in (made["metadata"].get("labels") or {})
         elapsed = time.monotonic() - started
         hist = delta(calls(), before)
         nan = float("nan")
@@ -402,7 +350,7 @@ class Bench:
                 if variant == "with":
                     self.kube.create(path("mutatingwebhookconfigurations"), webhook_configuration(
                         name, port, "bench", self.cluster.ca.cert_pem, failure_policy="Fail"))
-                    wait_for("webhook in use", lambda: "compactor.dev/policy" in (
+                    wait_for("webhook in use", lambda: names.POLICY_LABEL in (
                         self.kube.create(path("pods", ns), pod)["metadata"].get("labels") or {}))
                 before = creators.webhook_histogram(self.kube, webhook)
                 run = creators.create_pods(self.cluster.credentials, ns, pod, self.creations,
@@ -414,7 +362,7 @@ class Bench:
                 ok &= run.failures == 0 and (variant == "without" or run.mutated == run.pods)
                 if variant == "with":
                     self.kube.delete(path("mutatingwebhookconfigurations", name=name))
-                    wait_for("webhook gone", lambda: "compactor.dev/policy" not in (
+                    wait_for("webhook gone", lambda: names.POLICY_LABEL not in (
                         self.kube.create(path("pods", ns), pod)["metadata"].get("labels") or {}))
                 creators.clear(self.kube, ns)
         nan = float("nan")
@@ -433,48 +381,6 @@ class Bench:
         proc.stop()
         return ok
 
-    def _write(self) -> None:
-        head = ["scenario", "req/s", "p50 ms", "p95 ms", "p99 ms", "server p50 ms",
-                "server p95 ms", "server p99 ms", "CPU s / 1000", "peak RSS MiB", "failures",
-                "requests", "owner GETs"]
-        rows = [[r.name, f"{r.rps:.0f}", f"{r.p50:.1f}", f"{r.p95:.1f}", f"{r.p99:.1f}",
-                 f"{r.server_p50:.3f}", f"{r.server_p95:.3f}", f"{r.server_p99:.3f}",
-                 f"{r.cpu_per_1000:.2f}", f"{r.peak_rss_mib:.0f}", str(r.failures),
-                 str(r.requests), r.gets] for r in self.rows]
-        with open(RESULTS / "bench.csv", "w", newline="") as f:
-            csv.writer(f).writerows([head, *rows])
-        md = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-        md += ["| " + " | ".join(r) + " |" for r in rows]
-        md += ["", f"warm/baseline per interleaved pair: "
-               f"{', '.join(f'{r:.2f}' for r in self.ratio[3])} (median {self.ratio[0]:.2f}, "
-               f"spread {self.ratio[1]:.2f}–{self.ratio[2]:.2f}); "
-               + "; ".join(f"Pods/s {v} the webhook per run: "
-                           + ", ".join(f"{x:.0f}" for x in rates)
-                           for v, rates in self.creation_rates.items())]
-        md += ["", *(f"{'PASS' if ok else 'FAIL'}: {name} ({detail})"
-                     for name, ok, detail in self.checks)]
-        (RESULTS / "bench.md").write_text("\n".join(md) + "\n")
-        print("\n" + "\n".join(md))
-        self._plot()
-
-    def _plot(self) -> None:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        rows = [r for r in self.rows if r.p99 == r.p99]
-        fig, ax = plt.subplots(figsize=(9, 4))
-        width = 0.25
-        for i, (label, attr) in enumerate((("p50", "p50"), ("p95", "p95"), ("p99", "p99"))):
-            ax.bar([x + (i - 1) * width for x in range(len(rows))],
-                   [getattr(r, attr) for r in rows], width, label=f"client {label}")
-        ax.set_xticks(range(len(rows)), [r.name for r in rows])
-        ax.set_ylabel("latency (ms)")
-        ax.set_title("Admission latency, client side (locust)")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(RESULTS / "latency.png", dpi=100)
-        plt.close(fig)
-
 
 def _median_row(name: str, rows: list[Row]) -> Row:
     """Each figure's median over interleaved repeats of one scenario."""
@@ -491,8 +397,6 @@ def _owners_rss(where: str) -> float:
     out = subprocess.run([sys.executable, "-m", "loadtest.cache_rss", "100000", where],
                          capture_output=True, text=True, check=True, cwd=ROOT)
     return float(json.loads(out.stdout)["peak_mib"])
-
-
 
 
 def main() -> None:
