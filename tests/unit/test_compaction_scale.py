@@ -1,5 +1,5 @@
 """The compaction-at-scale bench: its scenario scales the demo's mix, its limits grow with the
-cluster, and its verdicts judge each target as the issue states it."""
+cluster, and its verdicts judge each target as it is stated."""
 
 from __future__ import annotations
 
