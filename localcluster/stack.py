@@ -291,6 +291,7 @@ class CompactorStack:
                "COMPACTOR_CONTROLLER_RESYNC_SECONDS": str(resync_seconds),
                "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS": str(grace_seconds),
                "COMPACTOR_CONTROLLER_METRICS_PORT": str(port),
+               "COMPACTOR_CONTROLLER_METRICS_ADDRESS": "127.0.0.1",
                "COMPACTOR_CERTS_MODE": "off", "POD_NAME": identity, **(extra_env or {})}
         proc = Process(name or identity, [sys.executable, "-m", "controller"],
                        self.dir / (log or f"{identity}.log"), env=env)

@@ -253,7 +253,8 @@ def test_controller_process_reacts_to_changes_and_holds_the_lease(
     metrics_port = free_port()
     env = {**os.environ, "COMPACTOR_CONTROLLER_KUBECONFIG": str(cluster.kubeconfig),
            "COMPACTOR_CONTROLLER_RESYNC_SECONDS": "300", "POD_NAME": "controller-a",
-           "COMPACTOR_CONTROLLER_METRICS_PORT": str(metrics_port)}
+           "COMPACTOR_CONTROLLER_METRICS_PORT": str(metrics_port),
+           "COMPACTOR_CONTROLLER_METRICS_ADDRESS": "127.0.0.1"}
     proc = Process("compactor-controller", [sys.executable, "-m", "controller"],
                    tmp_path / "controller.log", env=env)
     proc.start()

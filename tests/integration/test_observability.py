@@ -130,6 +130,7 @@ def _controller(stack: CompactorStack, name: str) -> tuple[Process, int]:
                stack.dir / f"{name}.kubeconfig")),
            "COMPACTOR_CONTROLLER_RESYNC_SECONDS": "2",
            "COMPACTOR_CONTROLLER_METRICS_PORT": str(port),
+           "COMPACTOR_CONTROLLER_METRICS_ADDRESS": "127.0.0.1",
            "COMPACTOR_CERTS_MODE": "off", "POD_NAME": name}
     proc = Process(name, [sys.executable, "-m", "controller"], stack.dir / f"{name}.log",
                    env=env)

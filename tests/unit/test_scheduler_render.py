@@ -101,6 +101,9 @@ def test_the_controllers_own_settings_and_their_defaults() -> None:
     d = load({"POD_NAME": "c-1"})
     assert (d.namespace, d.resync_seconds, d.metrics_port, d.identity) == (
         "compactor-system", 30.0, 8080, "c-1")
+    assert d.metrics_address == "0.0.0.0"
+    assert load({"COMPACTOR_CONTROLLER_METRICS_ADDRESS": "127.0.0.1"}).metrics_address == \
+        "127.0.0.1"
     assert d.intent_grace.total_seconds() == 35 and d.certs is not None
     s = load({"COMPACTOR_NAMESPACE": "ops", "COMPACTOR_CONTROLLER_RESYNC_SECONDS": "5",
               "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS": "2",
