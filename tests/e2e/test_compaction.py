@@ -4,7 +4,9 @@ controller, compaction scheduler and the real descheduler free nodes."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -45,12 +47,26 @@ def assert_planned_evictions(outcome: Outcome) -> None:
     assert r.descheduler_evictions <= r.movable_on_freed, r.table()
 
 
+def assert_within_limits(outcome: Outcome, descheduler: Mapping[str, Any]) -> None:
+    """No descheduler run evicted more than the policy's limits allow: per node, per
+    namespace and in all."""
+    assert outcome.runs
+    for run_ in outcome.runs:
+        assert len(run_.evicted) <= descheduler["maxNoOfPodsToEvictTotal"], run_.evicted
+        per_node = Counter(node for _, node in run_.evicted).values()
+        assert max(per_node, default=0) <= descheduler["maxNoOfPodsToEvictPerNode"]
+        per_namespace = Counter(pod.split("/")[0] for pod, _ in run_.evicted).values()
+        assert max(per_namespace, default=0) <= descheduler["maxNoOfPodsToEvictPerNamespace"]
+
+
 def test_managed_pods_end_on_as_few_nodes_as_the_packing_with_no_futile_eviction(
         outcome: Outcome) -> None:
     r = outcome.report
-    # The runtime hook re-admits Pods one at a time onto the most allocated node, not in
-    # first-fit-decreasing order: most runs end on the packing, some one node above it.
-    assert r.lower_bound <= r.nodes_after <= r.ffd_packing + 1, r.table()
+    # The Pods that may not move stay where the default scheduler spread them, so the
+    # packing that leaves them in place is the most any run can reach; the FFD packing of
+    # every request is reached only where they happen to sit on its nodes.
+    assert r.lower_bound <= r.nodes_after <= r.ffd_around_blockers, r.table()
+    assert r.ffd_around_blockers >= r.ffd_packing, r.table()
     assert_planned_evictions(outcome)
 
 
@@ -73,13 +89,7 @@ def test_every_managed_pod_ends_on_the_compaction_scheduler_with_the_policy_labe
 
 
 def test_no_descheduler_run_exceeds_the_policy_limits(outcome: Outcome) -> None:
-    limit = standard().policy_spec["descheduler"]["maxNoOfPodsToEvictTotal"]
-    assert outcome.runs
-    for run_ in outcome.runs:
-        assert len(run_.evicted) <= limit
-        assert max(Counter(node for _, node in run_.evicted).values(), default=0) <= limit
-        assert max(Counter(pod.split("/")[0] for pod, _ in run_.evicted).values(),
-                   default=0) <= limit
+    assert_within_limits(outcome, standard().policy_spec["descheduler"])
 
 
 def test_one_sparse_node_is_left_alone_with_number_of_nodes_one(
