@@ -91,13 +91,15 @@ def requests_defaulted(requests: Mapping[str, Fraction], limits: Mapping[str, Fr
 
 def with_defaults(containers: Sequence[Container], ranges: Sequence[LimitRange]
                   ) -> tuple[Container, ...]:
-    """The containers as LimitRanger's mutation leaves them: a missing limit takes the
-    ``default``, a missing request the ``defaultRequest``; then, as the API server's Pod
-    defaulting does, a request still missing takes its limit."""
+    """The containers as LimitRanger's mutation leaves them. The API server's Pod defaulting
+    runs first, when the request is decoded: a request the container leaves out takes its own
+    limit, so ``defaultRequest`` never replaces it. Then a missing limit takes the
+    ``default``, a missing request the ``defaultRequest``, and a request still missing its
+    (defaulted) limit."""
     items = [i for r in ranges for i in r.items if i.type == "Container"]
     out = []
     for c in containers:
-        limits, requests = dict(c.limits), dict(c.requests)
+        limits, requests = dict(c.limits), requests_defaulted(c.requests, c.limits)
         for item in items:
             for resource, value in item.default.items():
                 limits.setdefault(resource, value)
@@ -108,29 +110,35 @@ def with_defaults(containers: Sequence[Container], ranges: Sequence[LimitRange]
 
 
 def violations(containers: Sequence[Container], ranges: Sequence[LimitRange]) -> frozenset[str]:
-    """Every LimitRange rule the Pod of these (defaulted) containers breaks, in words."""
+    """Every LimitRange rule the Pod of these containers breaks, in words. A request left
+    out counts as its limit, as the API server defaults it before LimitRanger validates."""
     found: set[str] = set()
+    defaulted = [Container(c.name, requests_defaulted(c.requests, c.limits), c.limits)
+                 for c in containers]
     for r in ranges:
         for item in r.items:
             if item.type == "Container":
-                for c in containers:
+                for c in defaulted:
                     found |= _check(f"container {c.name}", c.requests, c.limits, item, r.name)
             else:
-                found |= _check("the Pod", _sum(c.requests for c in containers),
-                                _sum(c.limits for c in containers), item, r.name)
+                found |= _check("the Pod", _sum(c.requests for c in defaulted),
+                                _sum(c.limits for c in defaulted), item, r.name)
     return frozenset(found)
 
 
-def _sum(maps: Iterable[Amounts]) -> dict[str, Fraction | None]:
-    """Per resource, the total; None when some container leaves it unset (no total then)."""
-    listed = list(maps)
-    names = {k for m in listed for k in m}
-    return {k: (sum((m[k] for m in listed), Fraction(0)) if all(k in m for m in listed)
-                else None) for k in names}
+def _sum(maps: Iterable[Amounts]) -> dict[str, Fraction]:
+    """Per resource, the total of the containers that set it, as LimitRanger sums a Pod: a
+    container leaving a resource unset adds nothing, and only a resource no container sets
+    has no total."""
+    out: dict[str, Fraction] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[k] = out.get(k, Fraction(0)) + v
+    return out
 
 
-def _check(what: str, requests: Mapping[str, Fraction | None],
-           limits: Mapping[str, Fraction | None], item: LimitItem, name: str) -> set[str]:
+def _check(what: str, requests: Amounts, limits: Amounts, item: LimitItem, name: str
+           ) -> set[str]:
     out: set[str] = set()
     where = f"(LimitRange {name}, type {item.type})"
     for resource, low in item.min.items():
@@ -151,8 +159,11 @@ def _check(what: str, requests: Mapping[str, Fraction | None],
             out.add(f"{what}: {resource} request {_q(request)} above maximum {_q(high)} {where}")
     for resource, ratio in item.max_ratio.items():
         request, limit = requests.get(resource), limits.get(resource)
-        if request is None or limit is None or request == 0:
-            out.add(f"{what}: {resource} needs a request and a limit for the ratio "
+        if not request:
+            out.add(f"{what}: {resource} request unset or 0, limit/request at most "
+                    f"{_q(ratio)} {where}")
+        elif not limit:
+            out.add(f"{what}: {resource} limit unset or 0, limit/request at most "
                     f"{_q(ratio)} {where}")
         elif limit / request > ratio:
             out.add(f"{what}: {resource} limit/request {_q(limit / request)} above "

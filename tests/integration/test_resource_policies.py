@@ -1,10 +1,12 @@
 """Resource policies against the real API server, the webhook process and the pass: the CRDs'
 refusals, a plan composed from two policies and admitted as written, a LimitRange the plan
-would break (neither rejected nor applied, before and after the controller knows of it), and
+would break (neither rejected nor applied, before and after the controller knows of it), a
+``maxLimitRequestRatio`` per container and per Pod judged as the API server judges it, and
 a compaction policy applying beside a resource policy."""
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -210,3 +212,64 @@ async def test_a_limit_range_the_plan_would_break_is_neither_rejected_nor_applie
     kube.patch(path("deployments", ns, "web"), {"spec": {"replicas": 2}})
     (new,) = [p for p in pods_of(kube, ns, "app=web", 2) if p["metadata"]["uid"] not in before]
     assert _resources(new)["app"]["requests"]["memory"] == "64Mi"
+
+
+def _ratio_deployment(name: str, log: dict[str, Any]) -> dict[str, Any]:
+    """``app`` at a CPU limit/request of 2; ``log`` with the resources given."""
+    template = pod_template({"app": name})
+    app = template["spec"]["containers"][0]
+    app["resources"] = {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}}
+    template["spec"]["containers"].append({"name": "log", "image": app["image"],
+                                           "resources": log})
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": template}}
+
+
+@pytest.mark.parametrize(("kind", "log"), [
+    ("Container", {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}}),
+    # A container without CPU adds nothing to the Pod's sums: the Pod is at 250m/500m.
+    ("Pod", {}),
+], ids=["container", "pod"])
+@pytest.mark.asyncio
+async def test_a_limit_request_ratio_the_plan_keeps_applies_and_one_it_breaks_blocks_it(
+        kube: Kube, hooked: str, compactor_crds: None, in_process_reconciler: Reconciler,
+        kind: str, log: dict[str, Any]) -> None:
+    ns = hooked
+    kube.create(path("limitranges", ns), {"metadata": {"name": "ratio"}, "spec": {"limits": [
+        {"type": kind, "maxLimitRequestRatio": {"cpu": "4"}}]}})
+    # 500m/125m is 4, at the ratio: kept, and the API server admits the Pod.
+    kube.create(_static(ns), _body("StaticPolicy", "ratio", [
+        {"name": "app", "requests": {"cpu": "125m"}}]))
+    deployment = _ratio_deployment("web", log)
+    kube.create(path("deployments", ns), deployment)
+    pods_of(kube, ns, "app=web", 1)
+    await in_process_reconciler.reconcile()
+    assert names.RESOURCES_ANNOTATION in kube.get(path("deployments", ns, "web"))[
+        "metadata"]["annotations"]
+    rs = _replica_set(kube, ns)
+    template = deployment["spec"]["template"]
+    wait_for("the plan at the ratio applied", lambda: _resources(_probe(
+        kube, ns, rs, template))["app"]["requests"]["cpu"] == "125m", timeout=20)
+
+    # 500m/100m is 5: the API server refuses such a Pod (a bare one: the webhook skips it)...
+    broken = copy.deepcopy(template["spec"])
+    broken["containers"][0]["resources"]["requests"]["cpu"] = "100m"
+    with pytest.raises(ApiError) as refused:
+        kube.create(path("pods", ns), {"metadata": {"generateName": "bare-"}, "spec": broken},
+                    dry_run=True)
+    assert "max limit to request ratio" in refused.value.message, refused.value.message
+    # ...so the controller blocks a plan asking for it: no plan, an Event, the condition.
+    kube.patch(_static(ns) + "/ratio", {"spec": {"containers": [
+        {"name": "app", "requests": {"cpu": "100m"}}]}})
+    await in_process_reconciler.reconcile()
+    web = kube.get(path("deployments", ns, "web"))
+    assert names.RESOURCES_ANNOTATION not in (web["metadata"].get("annotations") or {})
+    (event,) = [e for e in kube.items(path("events", ns))
+                if e["reason"] == "ResourcesBlocked" and e["involvedObject"]["name"] == "web"]
+    assert f"cpu limit/request 5 above 4 (LimitRange ratio, type {kind})" in event["message"]
+    conditions = {c["type"]: c for c in kube.get(_static(ns) + "/ratio")["status"]["conditions"]}
+    assert conditions["ResourcesBlocked"]["status"] == "True"
+    # New Pods are admitted as they were asked for.
+    wait_for("admission to leave the blocked plan out", lambda: _resources(_probe(
+        kube, ns, rs, template))["app"]["requests"]["cpu"] == "250m", timeout=20)
