@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from compaction import names
 from compaction.evaluation import Evaluation
 from compaction.resource_plan import Composition, compose
+from compaction.safety import is_placeholder
+from compaction.scope import opted_out
 from controller.actions import RecordEvent, WriteStatus
 from controller.events import workload_event
 from controller.memory import Memory
@@ -74,17 +76,25 @@ def blocked_events(workloads: Iterable[WorkloadObject],
     return Blocking(tuple(events), dict(newly))
 
 
+def _never_resized(pod: PodInfo) -> bool:
+    """A Pod the webhook leaves as it asked: a placeholder, or opted out by its label."""
+    return is_placeholder(pod.priority) or opted_out(pod.labels)
+
+
 def static_status(objects: Iterable[StaticPolicyObject],
                   composed: Mapping[WorkloadKey, Composition],
                   pods: Iterable[tuple[PodInfo, WorkloadKey]],
                   now: datetime.datetime) -> list[WriteStatus]:
     """Each resource policy's status: the workloads it contributes to, those blocked, the
-    running Pods of its workloads not created under the current plan, and conditions."""
+    running Pods of its workloads not created under the current plan, and conditions.
+    Placeholders and opted-out Pods are admitted without the plan on purpose, so they never
+    count as differing: a rollout brings the count to 0."""
     differing: Counter[WorkloadKey] = Counter()
     for pod, key in pods:
         c = composed.get(key)
-        if c is not None and c.plan is not None and pod.phase == "Running" and \
-                pod.annotations.get(names.RESOURCES_HASH_ANNOTATION) != c.plan.hash:
+        if c is None or c.plan is None or pod.phase != "Running" or _never_resized(pod):
+            continue
+        if pod.annotations.get(names.RESOURCES_HASH_ANNOTATION) != c.plan.hash:
             differing[key] += 1
     stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     out = []

@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
+
 from compaction.resource_plan import parse_resource_plan
 from compaction.workload import WorkloadType
 from controller.actions import Patch, Plan, RecordEvent, WriteStatus
@@ -108,10 +110,11 @@ def test_a_blocked_plan_removes_the_annotation_records_one_event_and_counts_it()
     assert later.resources_blocked == {}
 
 
-def _pod(name: str, stamp: str | None, phase: str = "Running") -> PodInfo:
-    return PodInfo("shop", name, f"u-{name}", annotations={
+def _pod(name: str, stamp: str | None, phase: str = "Running", priority: int | None = None,
+         labels: dict[str, str] | None = None) -> PodInfo:
+    return PodInfo("shop", name, f"u-{name}", labels=labels or {}, annotations={
         "compactor.dev/resources-hash": stamp} if stamp else {},
-        owner=("Deployment", "web"), node_name="n1", phase=phase)
+        owner=("Deployment", "web"), node_name="n1", phase=phase, priority=priority)
 
 
 def test_status_counts_the_running_pods_not_created_under_the_current_plan() -> None:
@@ -126,6 +129,27 @@ def test_status_counts_the_running_pods_not_created_under_the_current_plan() -> 
     assert status.path.startswith("/apis/compactor.dev/v1alpha1/namespaces/shop/")
     assert (status.status["workloads"], status.status["podsDiffering"],
             status.status["observedGeneration"]) == (1, 2, 2)
+
+
+@pytest.mark.parametrize(("pod", "counted"), [
+    (_pod("placeholder", None, priority=-10), 0),
+    (_pod("deeper-placeholder", None, priority=-100), 0),
+    (_pod("just-above", None, priority=-9), 1),
+    (_pod("opted-out", None, labels={"compactor.dev/ignore": "true"}), 0),
+    (_pod("not-opted-out", None, labels={"compactor.dev/ignore": "false"}), 1),
+], ids=["priority-minus-10", "priority-minus-100", "priority-minus-9", "ignore-true",
+        "ignore-false"])
+def test_pods_the_webhook_never_resizes_do_not_count_as_differing(pod: PodInfo,
+                                                                  counted: int) -> None:
+    sizes = _static("sizes", [{"name": "app", "requests": {"cpu": "500m"}}], namespace="shop")
+    first = _plan(static_policies=(sizes,), workloads=(_deploy(APP),))
+    parsed = parse_resource_plan(_workload_patch(first)["metadata"]["annotations"][RESOURCES])
+    assert parsed.plan is not None
+    # Every other Pod was admitted under the plan: after a rollout, only ``pod`` may differ.
+    rolled = (_pod("new-1", parsed.plan.hash), _pod("new-2", parsed.plan.hash), pod)
+    p = _plan(static_policies=(sizes,), workloads=(_deploy(APP),), pods=rolled)
+    (status,) = [s for s in p.of(WriteStatus) if "/staticpolicies/sizes" in s.path]
+    assert status.status["podsDiffering"] == counted
 
 
 def test_an_invalid_resource_policy_is_reported_and_used_for_nothing() -> None:
