@@ -1,5 +1,6 @@
 """The resource part of a Pod's patch: it applies (RFC 6902, with jsonpatch) to any Pod shape,
-sets exactly what the plan says, and never yields a Pod the API server would refuse."""
+sets exactly what the plan says, never yields a Pod the API server would refuse, and never
+reaches a placeholder."""
 
 from __future__ import annotations
 
@@ -7,12 +8,18 @@ import copy
 from typing import Any
 
 import jsonpatch
+import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from compaction.quantity import parse_quantity
 from compaction.resource_plan import ResourcePlan
 from compaction.static_policy import ContainerResources
+from tests.unit.webhook_fakes import DEPLOY, RS, FakeApi, pod, review
+from webhook.admission import Admitter, Outcome
+from webhook.metrics import Metrics
+from webhook.owners import OwnerCache
 from webhook.patch import resource_patch
 from webhook.review import pod_view
 
@@ -109,3 +116,31 @@ def test_extended_resource_names_are_escaped_in_the_pointer() -> None:
             "value": "1"} in ops
     patched = jsonpatch.apply_patch(pod, ops)
     assert patched["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+@pytest.mark.parametrize(("priority", "resized"), [
+    (-10, False), (-11, False), (-9, True), (None, True),
+], ids=["placeholder-minus-10", "placeholder-minus-11", "minus-9", "no-priority"])
+@pytest.mark.asyncio
+async def test_a_placeholder_of_a_workload_with_a_plan_gets_no_resource_patch(
+        priority: int | None, resized: bool) -> None:
+    plan = ResourcePlan({"c": ContainerResources("c", {"cpu": "250m"}, {"memory": "64Mi"})})
+    api = FakeApi()
+    api.add_namespace("shop")
+    api.add("shop", DEPLOY, {"compactor.dev/resources": plan.rendered})
+    api.add("shop", RS, parent=DEPLOY)
+    metrics = Metrics()
+    admitter = Admitter(OwnerCache(api.get, metrics), metrics, limit_ranges=lambda _: "")
+    obj = pod()
+    if priority is not None:
+        obj["spec"]["priority"] = priority
+    decision = await admitter.decide(orjson.loads(review(obj))["request"])
+    patched = jsonpatch.apply_patch(copy.deepcopy(obj), decision.patch or [])
+    if not resized:
+        assert (decision.outcome, decision.reason) == (Outcome.SKIPPED, "placeholder priority")
+        assert patched == obj
+        return
+    assert decision.outcome is Outcome.PATCHED
+    assert patched["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "250m"}, "limits": {"memory": "64Mi"}}
+    assert patched["metadata"]["annotations"]["compactor.dev/resources-hash"] == plan.hash
