@@ -10,6 +10,7 @@ I/O; ``controller.executor`` carries the plan out.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -190,8 +191,9 @@ class _Membership:
     workload: WorkloadObject
     policy: Policy | None
 
-    @property
+    @functools.cached_property
     def member(self) -> Member:
+        """The planner's view; one per workload, shared by all its Pods."""
         return Member(self.workload.view.kind, self.policy.id if self.policy else None,
                       self.workload.suppressed)
 
@@ -217,6 +219,7 @@ def _membership(pods: Iterable[PodInfo], index: OwnerIndex,
 def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
           draining: Mapping[tuple[str, str], str], out: _Pass) -> None:
     intents: dict[tuple[str, WorkloadType], Intent | None] = {}
+    pod_kind = kinds.kind("Pod")
     for pod in pods:
         m = members.get(pod.key)
         if m is None:
@@ -226,8 +229,7 @@ def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership
             intents[which] = intent_of(m.policy, m.workload.view.kind)
         patch = pod_patch(pod, intents[which], m.workload.suppressed, draining.get(pod.key))
         if patch is not None:
-            out.actions.append(Patch(kinds.kind("Pod").path(pod.namespace, pod.name), patch,
-                                     Target.POD))
+            out.actions.append(Patch(pod_kind.path(pod.namespace, pod.name), patch, Target.POD))
 
 
 def _drains(active: list[Policy], snapshot: Snapshot,
