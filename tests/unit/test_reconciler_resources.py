@@ -54,7 +54,8 @@ def _blocked(reconciler: Reconciler, reason: str) -> float:
 
 
 @pytest.mark.asyncio
-async def test_a_newly_blocked_plan_is_counted_once_and_a_changed_block_again() -> None:
+async def test_a_newly_blocked_plan_is_counted_once_and_a_changed_block_again_stand_in_http(
+) -> None:
     client = _Client({"/apis/compactor.dev/v1alpha1/clusterstaticpolicies": [_policy("4")],
                       "/apis/apps/v1/deployments": [DEPLOYMENT]})
     reconciler = Reconciler(Api(cast(ApiClient, client)), RuntimeSettings(),
