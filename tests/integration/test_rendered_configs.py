@@ -231,3 +231,53 @@ def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(
         kube.patch(path("nodes", name=dense), {"spec": {"taints": None}})
         proc.stop()
         cluster.processes.remove(proc)
+
+
+def test_node_fit_judges_only_the_nodes_of_the_policys_pool(
+        cluster: Cluster, kube: Kube, namespace: str, pool: tuple[str, list[str]],
+        tmp_path: Path) -> None:
+    """The pool reaches DefaultEvictor's own ``nodeSelector``, where nodeFit reads it: a Pod
+    that fits on no other node of the pool is not evicted, though a node outside it has room.
+    The same policy without that selector evicts it, which is what the selector prevents."""
+    pool_name, (dense, sparse) = pool
+    outside = f"{pool_name}-outside"
+    cluster.add_nodes(kube, [outside], NodeShape(cpu="8", memory="32Gi", pods="110"),
+                      labels={"compactor.test/pool": f"{pool_name}-other"})
+    policy = parse_policy({"metadata": {"name": "fit", "uid": "u3"}, "spec": {"descheduler": {
+        "maxNoOfPodsToEvictPerNode": 5, "maxNoOfPodsToEvictPerNamespace": 5,
+        "maxNoOfPodsToEvictTotal": 5,
+        "nodeSelector": {"matchLabels": {"compactor.test/pool": pool_name}},
+        "highNodeUtilization": {"thresholds": {"cpu": 1, "memory": 1, "pods": 1}}}}})
+    draining = {"compactor.dev/policy": "fit", "compactor.dev/workload-kind": "Deployment",
+                "compactor.dev/draining": "fit"}
+    # 3 of the dense node's 4 CPUs are taken: the 1.5-CPU Pod fits nowhere else in the pool.
+    for rs in (pinned_replica_set("heavy", dense, 3, "1", {}),
+               pinned_replica_set("big", sparse, 1, "1500m", draining)):
+        kube.create(path("replicasets", namespace), rs)
+    for app, n in (("heavy", 3), ("big", 1)):
+        def up(a: str = app, c: int = n) -> list[dict[str, Any]] | None:
+            return running_pods(kube, namespace, f"app={a}", c)
+        wait_for(f"{app} running", up)
+    kube.patch(path("nodes", name=sparse), {"spec": {"taints": [{
+        "key": "compactor.dev/drain", "value": "fit", "effect": "PreferNoSchedule"}]}})
+    try:
+        doc = render_descheduler_policy(policy, {"compactor.test/pool": [pool_name]})
+        (profile,) = doc["profiles"]
+        (evictor,) = [p for p in profile["pluginConfig"] if p["name"] == "DefaultEvictor"]
+        assert evictor["args"]["nodeSelector"] == f"compactor.test/pool in ({pool_name})"
+        assert evictor["args"]["nodeFit"] is True
+        refused = "pod does not fit on any other node"
+        (tmp_path / "pool").mkdir()
+        (tmp_path / "cluster").mkdir()
+        log = descheduler_dry_run(cluster, doc, tmp_path / "pool",
+                                  lambda text: refused in text and f"{namespace}/big-" in text)
+        assert "Evicted pod in dry run mode" not in log, log[-3000:]
+
+        del evictor["args"]["nodeSelector"]
+        log = descheduler_dry_run(cluster, doc, tmp_path / "cluster",
+                                  lambda text: "Evicted pod in dry run mode" in text)
+        planned = [line for line in log.splitlines() if "Evicted pod in dry run mode" in line]
+        assert len(planned) == 1 and f'"{namespace}/big-' in planned[0], log[-3000:]
+    finally:
+        kube.patch(path("nodes", name=sparse), {"spec": {"taints": None}})
+        kube.delete(path("nodes", name=outside))
