@@ -111,6 +111,15 @@ class Kube:
                 return {}
             raise
 
+    def find(self, url: str) -> Obj | None:
+        """The object, or None where there is none (404); any other answer raises."""
+        try:
+            return self.get(url)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
     def items(self, url: str, label_selector: str | None = None) -> list[Obj]:
         params = {"labelSelector": label_selector} if label_selector else None
         return list(self.request("GET", url, params=params).get("items", []))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,19 @@ def pinned_replica_set(name: str, node: str, replicas: int, cpu: str,
     return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
             "spec": {"replicas": replicas, "selector": {"matchLabels": sel},
                      "template": template}}
+
+
+def run_pinned(kube: Kube, namespace: str,
+               sets: Sequence[tuple[str, str, int, str, dict[str, str]]]) -> None:
+    """Pinned ReplicaSets (name, node, replicas, cpu, labels) created, and waited for until
+    all their Pods run."""
+    for name, node, replicas, cpu, labels in sets:
+        kube.create(path("replicasets", namespace),
+                    pinned_replica_set(name, node, replicas, cpu, labels))
+    for name, _, replicas, _, _ in sets:
+        def up(a: str = name, c: int = replicas) -> list[dict[str, Any]] | None:
+            return running_pods(kube, namespace, f"app={a}", c)
+        wait_for(f"{name} running", up)
 
 
 def descheduler_dry_run(cluster: Cluster, policy: dict[str, Any], workdir: Path,

@@ -53,7 +53,7 @@ def installed(cluster: Cluster, kube: Kube, workloads: Cluster) -> Iterator[None
     kubectl(cluster, "apply", "--server-side", "-f", str(DEPLOY / "namespace.yaml"))
     dry = kubectl(cluster, "apply", "--server-side", "--dry-run=server", "-k", str(DEPLOY))
     assert "serverside-applied (server dry run)" in dry.stdout
-    assert not _exists(kube, path("mutatingwebhookconfigurations", name="compactor-webhook"))
+    assert kube.find(path("mutatingwebhookconfigurations", name="compactor-webhook")) is None
     kubectl(cluster, "apply", "--server-side", "-k", str(INSTALL))
     mwc = kube.get(path("mutatingwebhookconfigurations", name="compactor-webhook"))
     assert mwc["webhooks"][0]["clientConfig"]["url"].startswith("https://127.0.0.1:")
@@ -63,16 +63,6 @@ def installed(cluster: Cluster, kube: Kube, workloads: Cluster) -> Iterator[None
         yield
     finally:
         kube.delete(path("mutatingwebhookconfigurations", name="compactor-webhook"))
-
-
-def _exists(kube: Kube, url: str) -> bool:
-    try:
-        kube.get(url)
-    except ApiError as e:
-        if e.status == 404:
-            return False
-        raise
-    return True
 
 
 def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -126,7 +116,7 @@ def test_install_creates_everything_and_the_deployments_roll_out(
                 "compactor-controller-pod-metadata-only",
                 "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/"
                 "compactor-controller-node-drain-taint-only"):
-        assert _exists(kube, url), url
+        assert kube.find(url) is not None, url
     # kwok runs the Pods (their images are never pulled here).
     for name in ("compactor-webhook", "compactor-controller"):
         def available(n: str = name) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from localcluster import ApiError, Kube
+from localcluster import Kube
 from localcluster.kube import path
 
 API = "apis/compactor.dev/v1alpha1"
@@ -68,7 +68,7 @@ def test_kubectl_get_shows_each_kinds_columns(
 def test_kubectl_get_shows_the_policy_evaluations_validity_and_unknown_types(
         kube: Kube, compactor_crds: None) -> None:
     url = path("policyevaluations", name="policy-evaluation", api=API)
-    existed = kube.get(url) if _exists(kube, url) else None  # the controller's default
+    existed = kube.find(url)  # the controller's default, if one was created
     if existed is None:
         kube.create(path("policyevaluations", api=API), {
             "apiVersion": "compactor.dev/v1alpha1", "kind": "PolicyEvaluation",
@@ -93,12 +93,3 @@ def test_kubectl_get_shows_the_policy_evaluations_validity_and_unknown_types(
             kube.request("PATCH", f"{url}/status", {"status": before},
                          "application/merge-patch+json")
 
-
-def _exists(kube: Kube, url: str) -> bool:
-    try:
-        kube.get(url)
-    except ApiError as e:
-        if e.status == 404:
-            return False
-        raise
-    return True

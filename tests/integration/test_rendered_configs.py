@@ -21,8 +21,8 @@ from localcluster.kube import path, wait_for
 from localcluster.process import free_port
 from tests.integration.helpers import (
     descheduler_dry_run,
-    pinned_replica_set,
     pod_template,
+    run_pinned,
     running_pods,
 )
 from tests.reference import reference_policies
@@ -49,16 +49,10 @@ def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_spa
     # As the controller labels the Pods of a node its plan drains.
     managed = {"compactor.dev/policy": "pack", "compactor.dev/workload-kind": "Deployment",
                "compactor.dev/draining": "pack"}
-    for rs in (pinned_replica_set("heavy", dense, 3, "1", {}),
-               pinned_replica_set("movable", sparse, 1, "200m", managed),
-               pinned_replica_set("guarded", sparse, 1, "200m", {**managed,
-                                                           "compactor.dev/protected": "true"}),
-               pinned_replica_set("foreign", sparse, 1, "200m", {"compactor.dev/policy": "other"})):
-        kube.create(path("replicasets", namespace), rs)
-    for app, n in (("heavy", 3), ("movable", 1), ("guarded", 1), ("foreign", 1)):
-        def up(a: str = app, c: int = n) -> list[dict[str, Any]] | None:
-            return running_pods(kube, namespace, f"app={a}", c)
-        wait_for(f"{app} running", up)
+    run_pinned(kube, namespace, [
+        ("heavy", dense, 3, "1", {}), ("movable", sparse, 1, "200m", managed),
+        ("guarded", sparse, 1, "200m", {**managed, "compactor.dev/protected": "true"}),
+        ("foreign", sparse, 1, "200m", {"compactor.dev/policy": "other"})])
 
     node_labels = {"compactor.test/pool": [pool_name, "unrelated"]}
     doc = render_descheduler_policy(policy, node_labels)
@@ -160,15 +154,9 @@ def test_real_descheduler_evicts_a_planned_drain_and_nothing_else(
         "highNodeUtilization": {"thresholds": {"cpu": 1, "memory": 1, "pods": 1}}}}})
     managed = {"compactor.dev/policy": "plan", "compactor.dev/workload-kind": "Deployment"}
     draining = {**managed, "compactor.dev/draining": "plan"}
-    for rs in (pinned_replica_set("stay", dense, 1, "200m", draining),
-               pinned_replica_set("planned", sparse, 2, "200m", {**managed,
-                                                         "compactor.dev/draining": "plan"}),
-               pinned_replica_set("unmarked", sparse, 1, "200m", managed)):
-        kube.create(path("replicasets", namespace), rs)
-    for app, n in (("stay", 1), ("planned", 2), ("unmarked", 1)):
-        def up(a: str = app, c: int = n) -> list[dict[str, Any]] | None:
-            return running_pods(kube, namespace, f"app={a}", c)
-        wait_for(f"{app} running", up)
+    run_pinned(kube, namespace, [
+        ("stay", dense, 1, "200m", draining), ("planned", sparse, 2, "200m", draining),
+        ("unmarked", sparse, 1, "200m", managed)])
     kube.patch(path("nodes", name=sparse), {"spec": {"taints": [{
         "key": "compactor.dev/drain", "value": "plan", "effect": "PreferNoSchedule"}]}})
     try:
@@ -193,8 +181,7 @@ def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(
     config.write_text(yaml.safe_dump(render_scheduler_config(kubeconfig=str(cluster.kubeconfig))))
     proc = cluster.start_scheduler(name="compactor-scheduler", config=config)
     try:
-        kube.create(path("replicasets", namespace), pinned_replica_set("base", dense, 2, "1", {}))
-        wait_for("base running", lambda: running_pods(kube, namespace, "app=base", 2))
+        run_pinned(kube, namespace, [("base", dense, 2, "1", {})])
         spec = pod_template({"app": "packed"}, "500m")["spec"]
         spec["schedulerName"] = "compactor-scheduler"
         spec["nodeSelector"] = {"compactor.test/pool": pool_name}
@@ -251,13 +238,8 @@ def test_node_fit_judges_only_the_nodes_of_the_policys_pool(
     draining = {"compactor.dev/policy": "fit", "compactor.dev/workload-kind": "Deployment",
                 "compactor.dev/draining": "fit"}
     # 3 of the dense node's 4 CPUs are taken: the 1.5-CPU Pod fits nowhere else in the pool.
-    for rs in (pinned_replica_set("heavy", dense, 3, "1", {}),
-               pinned_replica_set("big", sparse, 1, "1500m", draining)):
-        kube.create(path("replicasets", namespace), rs)
-    for app, n in (("heavy", 3), ("big", 1)):
-        def up(a: str = app, c: int = n) -> list[dict[str, Any]] | None:
-            return running_pods(kube, namespace, f"app={a}", c)
-        wait_for(f"{app} running", up)
+    run_pinned(kube, namespace, [("heavy", dense, 3, "1", {}),
+                                 ("big", sparse, 1, "1500m", draining)])
     kube.patch(path("nodes", name=sparse), {"spec": {"taints": [{
         "key": "compactor.dev/drain", "value": "fit", "effect": "PreferNoSchedule"}]}})
     try:
