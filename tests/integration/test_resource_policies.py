@@ -172,6 +172,37 @@ async def test_a_plan_from_two_policies_is_admitted_as_written_beside_the_compac
     assert running and status["podsDiffering"] == len(running)
 
 
+async def _applied(kube: Kube, ns: str, reconciler: Reconciler, deployment: dict[str, Any],
+                   requested: tuple[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Deployment created and one pass run: its plan is on it, and new Pods of its
+    ReplicaSet are admitted with ``requested`` (resource, value) for container ``app``.
+    The ReplicaSet and the template, for later probes."""
+    kube.create(path("deployments", ns), deployment)
+    name = deployment["metadata"]["name"]
+    pods_of(kube, ns, f"app={name}", 1)
+    await reconciler.reconcile()
+    assert names.RESOURCES_ANNOTATION in kube.get(path("deployments", ns, name))[
+        "metadata"]["annotations"]
+    rs = _replica_set(kube, ns)
+    template = deployment["spec"]["template"]
+    resource, value = requested
+    wait_for("the plan applied", lambda: _resources(_probe(kube, ns, rs, template))[
+        "app"]["requests"][resource] == value, timeout=20)
+    return rs, template
+
+
+def _blocked(kube: Kube, ns: str, policy: str) -> str:
+    """The workload ``web`` lost its plan, the policy says ResourcesBlocked: the Event's text."""
+    web = kube.get(path("deployments", ns, "web"))
+    assert names.RESOURCES_ANNOTATION not in (web["metadata"].get("annotations") or {})
+    (event,) = [e for e in kube.items(path("events", ns))
+                if e["reason"] == "ResourcesBlocked" and e["involvedObject"]["name"] == "web"]
+    conditions = {c["type"]: c for c in kube.get(_static(ns) + f"/{policy}")["status"][
+        "conditions"]}
+    assert conditions["ResourcesBlocked"]["status"] == "True"
+    return str(event["message"])
+
+
 @pytest.mark.asyncio
 async def test_a_limit_range_the_plan_would_break_is_neither_rejected_nor_applied(
         kube: Kube, hooked: str, compactor_crds: None,
@@ -179,16 +210,8 @@ async def test_a_limit_range_the_plan_would_break_is_neither_rejected_nor_applie
     ns = hooked
     kube.create(_static(ns), _body("StaticPolicy", "big", [
         {"name": "app", "requests": {"memory": "32Mi"}}]))
-    deployment = _two_containers("web")
-    kube.create(path("deployments", ns), deployment)
-    pods_of(kube, ns, "app=web", 1)
-    await in_process_reconciler.reconcile()
-    assert names.RESOURCES_ANNOTATION in kube.get(path("deployments", ns, "web"))[
-        "metadata"]["annotations"]
-    rs = _replica_set(kube, ns)
-    template = deployment["spec"]["template"]
-    wait_for("the plan applied", lambda: _resources(_probe(kube, ns, rs, template))[
-        "app"]["requests"]["memory"] == "32Mi", timeout=20)
+    rs, template = await _applied(kube, ns, in_process_reconciler, _two_containers("web"),
+                                  ("memory", "32Mi"))
 
     # A LimitRange appears that the plan would break: before the controller has seen it,
     # the webhook no longer applies the plan (the LimitRanges differ from those checked)...
@@ -199,14 +222,9 @@ async def test_a_limit_range_the_plan_would_break_is_neither_rejected_nor_applie
         _probe(kube, ns, rs, template))["app"]["requests"]["memory"] == "64Mi", timeout=20)
     # ...then the controller blocks it: no plan on the workload, an Event, the condition.
     await in_process_reconciler.reconcile()
-    web = kube.get(path("deployments", ns, "web"))
-    assert names.RESOURCES_ANNOTATION not in (web["metadata"].get("annotations") or {})
-    (event,) = [e for e in kube.items(path("events", ns))
-                if e["reason"] == "ResourcesBlocked" and e["involvedObject"]["name"] == "web"]
-    assert "container app: memory request" in event["message"]
-    assert "below minimum" in event["message"] and "LimitRange caps" in event["message"]
-    conditions = {c["type"]: c for c in kube.get(_static(ns) + "/big")["status"]["conditions"]}
-    assert conditions["ResourcesBlocked"]["status"] == "True"
+    message = _blocked(kube, ns, "big")
+    assert "container app: memory request" in message
+    assert "below minimum" in message and "LimitRange caps" in message
     # New Pods are admitted, as they were asked for.
     before = {p["metadata"]["uid"] for p in kube.items(path("pods", ns), "app=web")}
     kube.patch(path("deployments", ns, "web"), {"spec": {"replicas": 2}})
@@ -241,16 +259,8 @@ async def test_a_limit_request_ratio_the_plan_keeps_applies_and_one_it_breaks_bl
     # 500m/125m is 4, at the ratio: kept, and the API server admits the Pod.
     kube.create(_static(ns), _body("StaticPolicy", "ratio", [
         {"name": "app", "requests": {"cpu": "125m"}}]))
-    deployment = _ratio_deployment("web", log)
-    kube.create(path("deployments", ns), deployment)
-    pods_of(kube, ns, "app=web", 1)
-    await in_process_reconciler.reconcile()
-    assert names.RESOURCES_ANNOTATION in kube.get(path("deployments", ns, "web"))[
-        "metadata"]["annotations"]
-    rs = _replica_set(kube, ns)
-    template = deployment["spec"]["template"]
-    wait_for("the plan at the ratio applied", lambda: _resources(_probe(
-        kube, ns, rs, template))["app"]["requests"]["cpu"] == "125m", timeout=20)
+    rs, template = await _applied(kube, ns, in_process_reconciler,
+                                  _ratio_deployment("web", log), ("cpu", "125m"))
 
     # 500m/100m is 5: the API server refuses such a Pod (a bare one: the webhook skips it)...
     broken = copy.deepcopy(template["spec"])
@@ -263,13 +273,8 @@ async def test_a_limit_request_ratio_the_plan_keeps_applies_and_one_it_breaks_bl
     kube.patch(_static(ns) + "/ratio", {"spec": {"containers": [
         {"name": "app", "requests": {"cpu": "100m"}}]}})
     await in_process_reconciler.reconcile()
-    web = kube.get(path("deployments", ns, "web"))
-    assert names.RESOURCES_ANNOTATION not in (web["metadata"].get("annotations") or {})
-    (event,) = [e for e in kube.items(path("events", ns))
-                if e["reason"] == "ResourcesBlocked" and e["involvedObject"]["name"] == "web"]
-    assert f"cpu limit/request 5 above 4 (LimitRange ratio, type {kind})" in event["message"]
-    conditions = {c["type"]: c for c in kube.get(_static(ns) + "/ratio")["status"]["conditions"]}
-    assert conditions["ResourcesBlocked"]["status"] == "True"
+    message = _blocked(kube, ns, "ratio")
+    assert f"cpu limit/request 5 above 4 (LimitRange ratio, type {kind})" in message
     # New Pods are admitted as they were asked for.
     wait_for("admission to leave the blocked plan out", lambda: _resources(_probe(
         kube, ns, rs, template))["app"]["requests"]["cpu"] == "250m", timeout=20)
