@@ -10,9 +10,10 @@ from contextlib import asynccontextmanager
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from webhook.admission import Admitter
 from webhook.errors import BodyTooLarge, RejectedRequest
@@ -22,21 +23,69 @@ from webhook.review import parse_review, response
 log = logging.getLogger("compactor.webhook")
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"AdmissionReview larger than {limit} bytes")
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+    """The whole body; None when the client went before sending it."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            declared = value.decode("latin-1")
+            if declared.isdigit() and int(declared) > limit:
+                raise BodyTooLarge(f"AdmissionReview larger than {limit} bytes")
+            break
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"AdmissionReview larger than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge(f"AdmissionReview larger than {limit} bytes")
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            return None
 
 
-def _error(status: int, message: str) -> Response:
-    return Response(orjson.dumps({"error": message}), status, media_type="application/json")
+async def _send(send: Send, status: int, body: bytes, content_type: bool = True) -> None:
+    """What ``starlette.responses.Response(body, status, media_type="application/json")``
+    sends (without a media type when ``content_type`` is false), with none of its objects."""
+    headers = [(b"content-length", str(len(body)).encode("latin-1"))]
+    if content_type:
+        headers.append((b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Mutate:
+    """/mutate as a bare ASGI app: it reads one body and sends one answer, which is all of
+    Starlette's Request and Response that it used, and they cost more than the rest of a
+    warm admission's framework overhead. (Starlette routes an object that is no function
+    as ASGI; its method check and error middleware still apply.)"""
+
+    def __init__(self, admitter: Admitter, metrics: Metrics, max_body_bytes: int) -> None:
+        self.admitter, self.metrics, self.max_body_bytes = admitter, metrics, max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = time.perf_counter()
+        metrics = self.metrics
+        try:
+            body = await _read_body(scope, receive, self.max_body_bytes)
+            if body is None:
+                # The client went, or its connection was closed for sending too slowly:
+                # nobody to answer, and nothing to log.
+                await _send(send, 400, b"", content_type=False)
+                return
+            review = parse_review(body)
+        except RejectedRequest as e:
+            metrics.rejected.labels(e.reason).inc()
+            metrics.requests.labels("rejected").inc()
+            await _send(send, e.status, orjson.dumps({"error": str(e)}))
+            return
+        decision = await self.admitter.decide(review)
+        out = response(review["uid"], decision.patch)
+        metrics.duration.observe(time.perf_counter() - start)
+        await _send(send, 200, out)
 
 
 def create_app(admitter: Admitter, metrics: Metrics,
@@ -44,23 +93,6 @@ def create_app(admitter: Admitter, metrics: Metrics,
                ready: Callable[[], bool] = lambda: True,
                on_startup: Callable[[], Awaitable[None]] | None = None,
                on_shutdown: Callable[[], Awaitable[None]] | None = None) -> Starlette:
-    async def mutate(request: Request) -> Response:
-        start = time.perf_counter()
-        try:
-            review = parse_review(await _read_body(request, max_body_bytes))
-        except ClientDisconnect:
-            # The client went, or its connection was closed for sending too slowly: nobody
-            # to answer, and nothing to log.
-            return Response(status_code=400)
-        except RejectedRequest as e:
-            metrics.rejected.labels(e.reason).inc()
-            metrics.requests.labels("rejected").inc()
-            return _error(e.status, str(e))
-        decision = await admitter.decide(review)
-        out = Response(response(review["uid"], decision.patch), media_type="application/json")
-        metrics.duration.observe(time.perf_counter() - start)
-        return out
-
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -81,7 +113,7 @@ def create_app(admitter: Admitter, metrics: Metrics,
                 await on_shutdown()
 
     return Starlette(routes=[
-        Route("/mutate", mutate, methods=["POST"]),
+        Route("/mutate", Mutate(admitter, metrics, max_body_bytes), methods=["POST"]),
         Route("/healthz", healthz), Route("/readyz", readyz),
         Route("/metrics", metrics_endpoint),
     ], lifespan=lifespan)

@@ -73,6 +73,7 @@ class OwnerRecord:
     ignored: bool
     resources: ResourcePlan | None = None  # the static policies' plan, when there is one
     resources_error: str | None = None
+    resources_hash: str | None = None  # the plan's hash (a digest: computed once per plan)
 
     @property
     def asks(self) -> bool:
@@ -89,6 +90,7 @@ class Resolution:
     owner_kind: str
     owner_name: str
     resources: ResourcePlan | None = None
+    resources_hash: str | None = None
 
 
 _ABSENT: Final = OwnerRecord(None, None, None, None, False)
@@ -104,9 +106,12 @@ def _parsed(raw: str) -> tuple[Intent | None, str | None, str | None]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(raw: str) -> tuple[ResourcePlan | None, str | None]:
+def _plan(raw: str) -> tuple[ResourcePlan | None, str | None, str | None]:
+    """The plan, its hash and the error (the hash is a digest: computed here, once)."""
     parsed = parse_resource_plan(raw)
-    return parsed.plan, None if parsed.plan is not None else str(parsed.error)
+    if parsed.plan is not None:
+        return parsed.plan, parsed.plan.hash, None
+    return None, None, str(parsed.error)
 
 
 def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
@@ -116,7 +121,8 @@ def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
     raw = annotations.get(names.INTENT_ANNOTATION)
     intent, rendered, error = _parsed(raw) if isinstance(raw, str) else (None, None, None)
     raw_plan = annotations.get(names.RESOURCES_ANNOTATION)
-    plan, plan_error = _plan(raw_plan) if isinstance(raw_plan, str) else (None, None)
+    plan, plan_hash, plan_error = (_plan(raw_plan) if isinstance(raw_plan, str)
+                                   else (None, None, None))
     parent = controller_ref(meta.get("ownerReferences"))
     if parent is not None and parent.kind not in CHAIN_KINDS:
         parent = None
@@ -124,7 +130,7 @@ def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
         parent = OwnerRef(sys.intern(parent.api_version), sys.intern(parent.kind), parent.name,
                           parent.uid)
     return OwnerRecord(intent, rendered, error, parent,
-                       labels.get(names.IGNORE_LABEL) == "true", plan, plan_error)
+                       labels.get(names.IGNORE_LABEL) == "true", plan, plan_error, plan_hash)
 
 
 class OwnerCache:
@@ -157,7 +163,11 @@ class OwnerCache:
     def put(self, key: tuple[str, ...], record: OwnerRecord) -> None:
         self._cache[key] = record
 
-    async def lookup(self, key: tuple[str, ...], url: str, uid: str) -> OwnerRecord:
+    async def lookup(self, key: tuple[str, ...], url: str, uid: str,
+                     deadline: float | None = None) -> OwnerRecord:
+        """``deadline``: the event loop's time by which the caller must have its answer; only
+        a lookup that waits for the API server can reach it, so only that one arms a timer
+        (TimeoutError past it)."""
         if self.known is not None:
             watched = self.known(key)
             if watched is not None:
@@ -176,7 +186,10 @@ class OwnerCache:
             self._metrics.lookups.labels("hit").inc()
         # Shielded: a caller whose own budget runs out stops waiting; the GET goes on for the
         # others, and its answer still fills the cache.
-        return await asyncio.shield(task)
+        if deadline is None:
+            return await asyncio.shield(task)
+        async with asyncio.timeout_at(deadline):
+            return await asyncio.shield(task)
 
     def _landed(self, key: tuple[str, ...], task: asyncio.Task[OwnerRecord]) -> None:
         if self._inflight.get(key) is task:
@@ -201,7 +214,8 @@ class OwnerCache:
         self._cache[key] = record
         return record
 
-    async def owner(self, namespace: str, ref: OwnerRef) -> OwnerRecord | None:
+    async def owner(self, namespace: str, ref: OwnerRef, deadline: float | None = None
+                    ) -> OwnerRecord | None:
         """The owner's record; None when its kind is not one Compactor follows."""
         try:
             url = owner_path(namespace, ref)
@@ -211,21 +225,22 @@ class OwnerCache:
         if url is None:
             return None
         key = (sys.intern(namespace), sys.intern(ref.kind), ref.name, ref.uid)
-        return await self.lookup(key, url, ref.uid)
+        return await self.lookup(key, url, ref.uid, deadline)
 
-    async def namespace(self, name: str) -> OwnerRecord:
+    async def namespace(self, name: str, deadline: float | None = None) -> OwnerRecord:
         try:
             url = namespace_path(name)
         except InvalidOwnerReference:
             self._metrics.lookups.labels("invalid").inc()
             raise
-        return await self.lookup(("", "Namespace", name, ""), url, "")
+        return await self.lookup(("", "Namespace", name, ""), url, "", deadline)
 
-    async def resolve(self, namespace: str, ref: OwnerRef | None) -> Resolution | None:
+    async def resolve(self, namespace: str, ref: OwnerRef | None,
+                      deadline: float | None = None) -> Resolution | None:
         """The intent of the Pod's workload, up the controller chain past intermediates."""
         depth = 0
         while ref is not None and depth < MAX_DEPTH:
-            record = await self.owner(namespace, ref)
+            record = await self.owner(namespace, ref, deadline)
             if record is None:
                 return None
             if record.ignored:
@@ -241,5 +256,5 @@ class OwnerCache:
             if not record.asks:
                 return None
             return Resolution(record.intent, record.rendered, ref.kind, ref.name,
-                              record.resources)
+                              record.resources, record.resources_hash)
         return None

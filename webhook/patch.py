@@ -3,7 +3,10 @@ Pure."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from compaction import names
@@ -27,8 +30,8 @@ class PatchPlan:
     kept_scheduler: str | None = None
 
 
-def _set_map(ops: list[dict[str, Any]], parent: str, current: dict[str, str],
-             wanted: dict[str, str], present: bool) -> None:
+def _set_map(ops: list[dict[str, Any]], parent: str, current: Mapping[str, str],
+             wanted: Mapping[str, str], present: bool) -> None:
     changes = {k: v for k, v in wanted.items() if current.get(k) != v}
     if not changes:
         return
@@ -48,8 +51,8 @@ def build_patch(pod: PodView, intent: Intent, rendered: str) -> PatchPlan:
     A Pod that already names a scheduler other than the default keeps it.
     """
     ops: list[dict[str, Any]] = []
-    _set_map(ops, "/metadata/labels", dict(pod.labels), dict(intent.labels), pod.has_labels)
-    _set_map(ops, "/metadata/annotations", dict(pod.annotations),
+    _set_map(ops, "/metadata/labels", pod.labels, intent.labels, pod.has_labels)
+    _set_map(ops, "/metadata/annotations", pod.annotations,
              {names.INTENT_ANNOTATION: rendered}, pod.has_annotations)
     kept: str | None = None
     wanted = intent.scheduler_name
@@ -68,14 +71,30 @@ class ResourcePatch:
     outcome: str  # applied, unchanged, or why it was left out (a metric label value)
 
 
+# A quantity this long is no Pod's real value: parsed every time rather than held.
+_MEMO_QUANTITY_CHARS = 32
+
+
+@functools.lru_cache(maxsize=1024)
+def _memo_quantity(text: str) -> Fraction:
+    return parse_quantity(text)
+
+
+def _quantity(text: str) -> Fraction:
+    """``parse_quantity``, which a workload's Pods ask of the same few values: parsed once
+    (a bounded memo of short texts; a text that does not parse raises every time)."""
+    return _memo_quantity(text) if len(text) <= _MEMO_QUANTITY_CHARS else parse_quantity(text)
+
+
 def resource_patch(pod: PodView, plan: ResourcePlan, limit_ranges: str | None,
-                   annotations_present: bool) -> ResourcePatch:
+                   annotations_present: bool, plan_hash: str | None = None) -> ResourcePatch:
     """The containers' resources as the plan sets them, plus the plan's hash on the Pod; no
     operation at all when the result would be a Pod the API server refuses (the Pod is then
     admitted with what it asked for), or when the namespace's LimitRanges are not the ones
     the controller checked the plan against (``limit_ranges``: the fingerprint the watch
     shows now, None when unknown). ``annotations_present``: whether the Pod has an annotation
-    map once the operations before these have run."""
+    map once the operations before these have run. ``plan_hash``: ``plan.hash`` when the
+    caller holds it already (a digest, not worth computing per Pod)."""
     if limit_ranges is None or limit_ranges != plan.limit_ranges:
         return ResourcePatch([], "limit_ranges_changed" if limit_ranges is not None
                              else "limit_ranges_unknown")
@@ -87,8 +106,8 @@ def resource_patch(pod: PodView, plan: ResourcePlan, limit_ranges: str | None,
         if wanted is None:
             continue
         try:
-            requests = {k: parse_quantity(v) for k, v in {**c.requests, **wanted.requests}.items()}
-            limits = {k: parse_quantity(v) for k, v in {**c.limits, **wanted.limits}.items()}
+            requests = {k: _quantity(v) for k, v in {**c.requests, **wanted.requests}.items()}
+            limits = {k: _quantity(v) for k, v in {**c.limits, **wanted.limits}.items()}
         except ValueError:
             return ResourcePatch([], "unpatchable")
         if conflicts(requests_defaulted(requests, limits), limits):
@@ -98,10 +117,9 @@ def resource_patch(pod: PodView, plan: ResourcePlan, limit_ranges: str | None,
             body = {f: dict(wanted.values(f)) for f in FIELDS if wanted.values(f)}
             ops.append({"op": "add", "path": base, "value": body})
             continue
-        _set_map(ops, f"{base}/requests", dict(c.requests), dict(wanted.requests),
-                 c.has_requests)
-        _set_map(ops, f"{base}/limits", dict(c.limits), dict(wanted.limits), c.has_limits)
+        _set_map(ops, f"{base}/requests", c.requests, wanted.requests, c.has_requests)
+        _set_map(ops, f"{base}/limits", c.limits, wanted.limits, c.has_limits)
     outcome = "applied" if ops else "unchanged"
-    _set_map(ops, "/metadata/annotations", dict(pod.annotations),
-             {names.RESOURCES_HASH_ANNOTATION: plan.hash}, annotations_present)
+    _set_map(ops, "/metadata/annotations", pod.annotations,
+             {names.RESOURCES_HASH_ANNOTATION: plan_hash or plan.hash}, annotations_present)
     return ResourcePatch(ops, outcome)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
@@ -65,13 +66,18 @@ class PodView:
     has_labels: bool = False
     has_annotations: bool = False
     priority: Any = None  # spec.priority, resolved from priorityClassName before webhooks run
-    # spec.containers in order (init containers are never resized); None when the list is
-    # not one a patch could address.
-    containers: tuple[ContainerView, ...] | None = ()
+    spec_containers: Any = field(default_factory=list)  # spec.containers as the request has it
 
     @property
     def is_mirror(self) -> bool:
         return names.MIRROR_ANNOTATION in self.annotations
+
+    @functools.cached_property
+    def containers(self) -> tuple[ContainerView, ...] | None:
+        """spec.containers in order (init containers are never resized); None when the list
+        is not one a patch could address. Read on first use: only a Pod whose workload has a
+        resource plan needs it."""
+        return container_views(self.spec_containers)
 
 
 def parse_review(body: bytes) -> AdmissionRequest:
@@ -183,7 +189,7 @@ def pod_view(request: AdmissionRequest) -> PodView:
         has_labels=has_labels,
         has_annotations=has_annotations,
         priority=spec.get("priority"),
-        containers=container_views(spec.get("containers")),
+        spec_containers=spec.get("containers"),
     )
 
 

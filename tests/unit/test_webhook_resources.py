@@ -17,6 +17,7 @@ from compaction.quantity import parse_quantity
 from compaction.resource_plan import ResourcePlan
 from compaction.static_policy import ContainerResources
 from tests.unit.webhook_fakes import DEPLOY, RS, FakeApi, pod, review
+from webhook import patch as patch_module
 from webhook.admission import Admitter, Outcome
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache
@@ -144,3 +145,27 @@ async def test_a_placeholder_of_a_workload_with_a_plan_gets_no_resource_patch(
     assert patched["spec"]["containers"][0]["resources"] == {
         "requests": {"cpu": "250m"}, "limits": {"memory": "64Mi"}}
     assert patched["metadata"]["annotations"]["compactor.dev/resources-hash"] == plan.hash
+
+
+def test_quantities_are_parsed_once_within_a_bound_and_answer_as_parse_quantity() -> None:
+    memo = patch_module._memo_quantity
+    memo.cache_clear()
+    texts = [f"{i}Mi" for i in range(3000)] + [f"{i}m" for i in range(3000)]
+    for text in texts + texts[:10]:
+        assert patch_module._quantity(text) == parse_quantity(text)
+    info = memo.cache_info()
+    assert info.maxsize == 1024 and info.currsize == 1024
+    long = "1" * 40  # longer than any real quantity: parsed, never held
+    before = memo.cache_info().currsize
+    assert patch_module._quantity(long) == parse_quantity(long)
+    assert memo.cache_info().currsize == before
+    for _ in range(2):  # a text that does not parse is refused every time, never remembered
+        with pytest.raises(ValueError):
+            patch_module._quantity("12 cores")
+
+
+def test_the_plan_hash_handed_over_is_the_one_set() -> None:
+    pod = {"metadata": {}, "spec": {"containers": [_container("app", None)]}}
+    plan = ResourcePlan({"app": ContainerResources("app", {"cpu": "1"})})
+    assert resource_patch(_view(pod), plan, "", False, plan.hash) == \
+        resource_patch(_view(pod), plan, "", False)
