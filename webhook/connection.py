@@ -27,19 +27,25 @@ log = logging.getLogger("compactor.webhook")
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a read and a write deadline (class attributes, set by
-    ``guarded_protocol``)."""
+    ``guarded_protocol``).
+
+    A request only notes when it began: one timer per connection checks the request then
+    arriving, re-arming itself for a request that began after it was set. Steady traffic
+    costs a connection one timer per ``read_timeout`` instead of one per request, and every
+    request still gets exactly ``read_timeout`` from its first byte."""
 
     read_timeout: float = 5.0
     write_timeout: float = 5.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._read_deadline: asyncio.TimerHandle | None = None
+        self._read_started: float | None = None  # loop time; None while no request is partly in
+        self._read_timer: asyncio.TimerHandle | None = None
         self._write_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm_read()
+        self._start_read()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -48,16 +54,16 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         # Between requests the connection is idle (uvicorn's keep-alive timer governs it);
         # the first byte of the next request starts that request's deadline.
-        if self._read_deadline is None and self.conn.their_state is h11.IDLE:
-            self._arm_read()
+        if self._read_started is None and self.conn.their_state is h11.IDLE:
+            self._start_read()
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE and self.conn.their_state is not \
-                h11.SEND_BODY:
-            self._cancel_read()  # the whole request is in
+        state = self.conn.their_state
+        if state is not h11.IDLE and state is not h11.SEND_BODY:
+            self._read_started = None  # the whole request is in
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._cancel_read()
+        self._read_started = None
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -71,24 +77,31 @@ class GuardedH11Protocol(H11Protocol):
             self._write_deadline.cancel()
             self._write_deadline = None
 
-    def _arm_read(self) -> None:
-        self._cancel_read()
-        self._read_deadline = self.loop.call_later(
-            self.read_timeout, self._expire, "did not send a whole request")
+    def _start_read(self) -> None:
+        self._read_started = now = self.loop.time()
+        if self._read_timer is None:
+            self._read_timer = self.loop.call_at(now + self.read_timeout, self._check_read)
 
-    def _cancel_read(self) -> None:
-        if self._read_deadline is not None:
-            self._read_deadline.cancel()
-            self._read_deadline = None
+    def _check_read(self) -> None:
+        assert self._read_timer is not None
+        armed_for, self._read_timer = self._read_timer.when(), None
+        if self._read_started is None:
+            return  # no request is partly in: the next one's first byte arms a timer again
+        deadline = self._read_started + self.read_timeout
+        if deadline <= armed_for:
+            self._expire("did not send a whole request")
+        else:  # a request that began after this timer was set
+            self._read_timer = self.loop.call_at(deadline, self._check_read)
 
     def _disarm(self) -> None:
-        self._cancel_read()
-        if self._write_deadline is not None:
-            self._write_deadline.cancel()
-            self._write_deadline = None
+        self._read_started = None
+        for timer in (self._read_timer, self._write_deadline):
+            if timer is not None:
+                timer.cancel()
+        self._read_timer = self._write_deadline = None
 
     def _expire(self, what: str) -> None:
-        self._read_deadline = self._write_deadline = None
+        self._disarm()
         if self.transport is not None and not self.transport.is_closing():
             log.debug("closing a connection from %s: it %s in time", self.client, what)
             self.transport.abort()
