@@ -12,6 +12,7 @@ import httpx
 import orjson
 import pytest
 import pytest_asyncio
+from starlette.types import Message
 
 from compaction.intent import Intent
 from tests.unit.webhook_fakes import (
@@ -24,6 +25,7 @@ from tests.unit.webhook_fakes import (
     pod,
     review,
 )
+from webhook.admission import Admitter
 from webhook.review import OwnerRef
 from webhook.server import Webhook
 from webhook.settings import Settings
@@ -337,3 +339,88 @@ async def test_health_ready_and_metrics_endpoints(hook: Harness) -> None:
                  "compactor_admission_requests_total", "compactor_owner_lookups_total",
                  "compactor_owner_cache_entries 3.0", "compactor_gpu_scheduler_overrides_total"):
         assert name in text
+
+
+async def _asgi(hook: Harness, messages: list[dict[str, Any]], method: str = "POST",
+                headers: list[tuple[bytes, bytes]] | None = None) -> list[dict[str, Any]]:
+    """One request straight through the ASGI app, its body as these receive messages."""
+    sent: list[dict[str, Any]] = []
+    pending: list[Message] = list(reversed(messages))
+
+    async def receive() -> Message:
+        assert pending, "the endpoint read past the request"
+        return pending.pop()
+
+    async def send(message: Message) -> None:
+        sent.append(dict(message))
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": method, "scheme": "https", "path": "/mutate", "raw_path": b"/mutate",
+             "root_path": "", "query_string": b"", "headers": headers or [],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8443)}
+    await hook.webhook.app(scope, receive, send)
+    return sent
+
+
+@pytest.mark.asyncio
+async def test_the_answer_is_json_of_its_declared_length(hook: Harness) -> None:
+    resp = await hook.client.post("/mutate", content=review(pod()))
+    assert resp.headers["content-type"] == "application/json"
+    assert int(resp.headers["content-length"]) == len(resp.content)
+    assert resp.json()["response"]["patchType"] == "JSONPatch"
+
+
+@pytest.mark.asyncio
+async def test_a_body_in_several_parts_is_read_whole(hook: Harness) -> None:
+    body = review(pod())
+    parts = [body[:10], b"", body[10:100], body[100:]]
+    sent = await _asgi(hook, [{"type": "http.request", "body": p, "more_body": i < 3}
+                              for i, p in enumerate(parts)])
+    assert sent[0]["status"] == 200
+    assert orjson.loads(sent[1]["body"])["response"]["uid"] == \
+        orjson.loads(body)["request"]["uid"]
+
+
+@pytest.mark.asyncio
+async def test_a_body_declared_too_large_is_refused_unread(hook: Harness) -> None:
+    sent = await _asgi(hook, [], headers=[(b"content-length", b"%d" % (3 * 1024 * 1024 + 1))])
+    assert sent[0]["status"] == 413
+    assert await hook.metric("compactor_admission_rejected_total", reason="too_large") == 1
+
+
+@pytest.mark.asyncio
+async def test_a_body_too_large_in_parts_is_refused_at_the_part_past_the_limit(
+        hook: Harness) -> None:
+    part = b" " * (1024 * 1024)
+    sent = await _asgi(hook, [{"type": "http.request", "body": part, "more_body": True}] * 4)
+    assert sent[0]["status"] == 413
+
+
+@pytest.mark.asyncio
+async def test_a_client_gone_before_its_body_ends_is_neither_answered_nor_counted(
+        hook: Harness) -> None:
+    sent = await _asgi(hook, [{"type": "http.request", "body": b"{", "more_body": True},
+                              {"type": "http.disconnect"}])
+    assert sent[0]["status"] == 400 and sent[0]["headers"] == [(b"content-length", b"0")]
+    for outcome in ("patched", "rejected", "failed_open"):
+        assert await hook.metric("compactor_admission_requests_total", outcome=outcome) == 0
+
+
+@pytest.mark.asyncio
+async def test_mutate_takes_only_post(hook: Harness) -> None:
+    assert (await hook.client.get("/mutate")).status_code == 405
+    assert (await hook.client.put("/mutate", content=review(pod()))).status_code == 405
+
+
+@pytest.mark.asyncio
+async def test_a_crash_in_mutate_is_a_500(hook: Harness, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    async def crash(_: Any) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Admitter, "decide", crash)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(
+        app=hook.webhook.app, raise_app_exceptions=False), base_url="http://webhook")
+    resp = await client.post("/mutate", content=review(pod()))
+    await client.aclose()
+    assert resp.status_code == 500
