@@ -25,7 +25,9 @@ from tests.unit.webhook_fakes import (
     pod,
     review,
 )
-from webhook.admission import Admitter
+from webhook.admission import Admitter, Outcome
+from webhook.metrics import Metrics
+from webhook.owners import OwnerCache
 from webhook.review import OwnerRef
 from webhook.server import Webhook
 from webhook.settings import Settings
@@ -278,6 +280,32 @@ async def test_slow_api_fails_open_within_the_budget(api: FakeApi) -> None:
     assert loop.time() - start < 1.0
     assert await h.metric("compactor_admission_failed_open_total", reason="timeout") == 1
     await h.client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_the_budget_covers_the_lookups_together_not_each(api: FakeApi) -> None:
+    api.delay = 0.04  # each GET within the budget, the three of them (namespace, ReplicaSet,
+    h = Harness(api, budget=0.1)  # Deployment) past it
+    assert await h.patch(review(pod())) == []
+    assert await h.metric("compactor_admission_failed_open_total", reason="timeout") == 1
+    await h.client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_warm_admission_arms_no_timer(api: FakeApi, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    metrics = Metrics()
+    admitter = Admitter(OwnerCache(api.get, metrics), metrics)
+    request = orjson.loads(review(pod()))["request"]
+    assert (await admitter.decide(request)).outcome is Outcome.PATCHED  # the GETs, timed
+    loop = asyncio.get_running_loop()
+
+    def no_timer(*_: Any) -> None:
+        raise AssertionError("a warm admission armed a timer")
+
+    monkeypatch.setattr(loop, "call_at", no_timer)
+    monkeypatch.setattr(loop, "call_later", no_timer)
+    assert (await admitter.decide(request)).outcome is Outcome.PATCHED
 
 
 @pytest.mark.parametrize("text", ['{"v":9,"policy":"x"}', "garbage"])
