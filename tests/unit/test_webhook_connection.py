@@ -13,7 +13,7 @@ from uvicorn.server import ServerState
 
 from webhook.connection import GuardedH11Protocol, guarded_protocol
 
-T = 0.25  # the read and write timeouts of these tests, in seconds
+T = 0.5  # the read and write timeouts of these tests, in seconds
 BODY = b'{"apiVersion":"admission.k8s.io/v1"}'
 HEAD = (b"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
         b"Content-Length: " + str(len(BODY)).encode() + b"\r\n\r\n")
