@@ -146,7 +146,12 @@ async def test_the_default_policy_evaluation_is_created_once_and_an_edit_is_kept
      "evicting system-critical Pods is the cluster admin's to allow"),
     ({"descheduler": {"defaultEvictor": {"ignorePvcPods": False}}},
      "with a PersistentVolumeClaim is the cluster admin's to allow"),
-], ids=["namespace-selector", "node-pool", "draining-nodes", "system-critical", "pvc"])
+    ({"descheduler": {"defaultEvictor": {"evictLocalStoragePods": True}}},
+     "evicting Pods with local storage is the cluster admin's to allow"),
+    ({"descheduler": {"defaultEvictor": {"evictDaemonSetPods": True}}},
+     "evicting DaemonSet Pods is the cluster admin's to allow"),
+], ids=["namespace-selector", "node-pool", "draining-nodes", "system-critical", "pvc",
+        "local-storage", "daemonset"])
 def test_a_compaction_policy_may_not_set_what_the_cluster_admin_keeps(
         kube: Kube, namespace: str, compactor_crds: None, spec: dict[str, Any],
         says: str) -> None:
