@@ -46,6 +46,7 @@ class Container:
     name: str
     requests: Amounts = field(default_factory=dict)
     limits: Amounts = field(default_factory=dict)
+    sidecar: bool = False  # an init container with restartPolicy Always: it runs throughout
 
 
 def _amounts(raw: Any) -> dict[str, Fraction]:
@@ -105,31 +106,58 @@ def with_defaults(containers: Sequence[Container], ranges: Sequence[LimitRange]
                 limits.setdefault(resource, value)
             for resource, value in item.default_request.items():
                 requests.setdefault(resource, value)
-        out.append(Container(c.name, requests_defaulted(requests, limits), limits))
+        out.append(Container(c.name, requests_defaulted(requests, limits), limits, c.sidecar))
     return tuple(out)
 
 
-def violations(containers: Sequence[Container], ranges: Sequence[LimitRange]) -> frozenset[str]:
-    """Every LimitRange rule the Pod of these containers breaks, in words. A request left
-    out counts as its limit, as the API server defaults it before LimitRanger validates."""
+def violations(containers: Sequence[Container], ranges: Sequence[LimitRange],
+               init_containers: Sequence[Container] = ()) -> frozenset[str]:
+    """Every LimitRange rule the Pod of these containers (and init containers) breaks, in
+    words. A request left out counts as its limit, as the API server defaults it before
+    LimitRanger validates."""
     found: set[str] = set()
-    defaulted = [Container(c.name, requests_defaulted(c.requests, c.limits), c.limits)
-                 for c in containers]
+    defaulted = [Container(c.name, requests_defaulted(c.requests, c.limits), c.limits,
+                           c.sidecar) for c in containers]
+    inits = [Container(c.name, requests_defaulted(c.requests, c.limits), c.limits, c.sidecar)
+             for c in init_containers]
     for r in ranges:
         for item in r.items:
             if item.type == "Container":
-                for c in defaulted:
+                for c in (*defaulted, *inits):
                     found |= _check(f"container {c.name}", c.requests, c.limits, item, r.name)
             else:
-                found |= _check("the Pod", _sum(c.requests for c in defaulted),
-                                _sum(c.limits for c in defaulted), item, r.name)
+                found |= _check("the Pod", pod_total(defaulted, inits, "requests"),
+                                pod_total(defaulted, inits, "limits"), item, r.name)
     return frozenset(found)
 
 
+def pod_total(containers: Sequence[Container], init_containers: Sequence[Container],
+              which: str) -> dict[str, Fraction]:
+    """A Pod's requests or limits as LimitRanger totals them: the containers' sum (a container
+    leaving a resource unset adds nothing; only a resource none sets has no total) plus the
+    sidecars' (init containers that keep running), and at least what any other init
+    container needs beside the sidecars started before it, since it runs alone with them."""
+    def amounts(c: Container) -> Amounts:
+        return c.requests if which == "requests" else c.limits
+    total = _sum(amounts(c) for c in containers)
+    sidecars: dict[str, Fraction] = {}
+    peak: dict[str, Fraction] = {}
+    for c in init_containers:
+        if c.sidecar:
+            total = _sum((total, amounts(c)))
+            sidecars = _sum((sidecars, amounts(c)))
+            running = sidecars
+        else:
+            running = _sum((amounts(c), sidecars))
+        for k, v in running.items():
+            peak[k] = max(peak.get(k, v), v)
+    for k, v in peak.items():
+        total[k] = max(total.get(k, v), v)
+    return total
+
+
 def _sum(maps: Iterable[Amounts]) -> dict[str, Fraction]:
-    """Per resource, the total of the containers that set it, as LimitRanger sums a Pod: a
-    container leaving a resource unset adds nothing, and only a resource no container sets
-    has no total."""
+    """Per resource, the total of the maps that set it."""
     out: dict[str, Fraction] = {}
     for m in maps:
         for k, v in m.items():

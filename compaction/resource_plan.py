@@ -125,6 +125,7 @@ class TemplateContainer:
     name: str
     requests: Resources = field(default_factory=dict)
     limits: Resources = field(default_factory=dict)
+    sidecar: bool = False  # an init container with restartPolicy Always
 
 
 def resource_candidates(policies: Iterable[StaticPolicy], workload: Workload
@@ -136,8 +137,10 @@ def resource_candidates(policies: Iterable[StaticPolicy], workload: Workload
 
 def compose(policies: Iterable[StaticPolicy], workload: Workload,
             containers: Sequence[TemplateContainer], evaluation: Evaluation = DEFAULT,
-            limit_ranges: Sequence[LimitRange] = ()) -> Composition:
-    """The workload's plan: every value chosen on its own, then the whole checked."""
+            limit_ranges: Sequence[LimitRange] = (),
+            init_containers: Sequence[TemplateContainer] = ()) -> Composition:
+    """The workload's plan: every value chosen on its own, then the whole checked. Init
+    containers are never resized; they count in the Pod's totals the check judges."""
     matching = resource_candidates(policies, workload)
     choices: list[Choice] = []
     for container in containers:
@@ -157,7 +160,7 @@ def compose(policies: Iterable[StaticPolicy], workload: Workload,
         return Composition()
     plan = ResourcePlan(_by_container(choices), fingerprint(
         (r.name, r.resource_version) for r in limit_ranges))
-    blocked = check(containers, choices, limit_ranges)
+    blocked = check(containers, choices, limit_ranges, init_containers)
     if blocked is not None:
         return Composition(tuple(choices), None, blocked)
     return Composition(tuple(choices), plan)
@@ -190,11 +193,14 @@ def conflicts(requests: Mapping[str, Fraction], limits: Mapping[str, Fraction]
 
 
 def check(containers: Sequence[TemplateContainer], choices: Sequence[Choice],
-          limit_ranges: Sequence[LimitRange] = ()) -> Blocked | None:
+          limit_ranges: Sequence[LimitRange] = (),
+          init_containers: Sequence[TemplateContainer] = ()) -> Blocked | None:
     """The combined result judged as the API server will judge the Pod; None when it may be
     applied."""
     base = with_defaults([Container(c.name, _exact(c.requests), _exact(c.limits))
                           for c in containers], limit_ranges)
+    inits = with_defaults([Container(c.name, _exact(c.requests), _exact(c.limits), c.sidecar)
+                           for c in init_containers], limit_ranges)
     source = {(c.container, c.field, c.resource): c for c in choices}
     final = []
     for c in base:
@@ -211,7 +217,7 @@ def check(containers: Sequence[TemplateContainer], choices: Sequence[Choice],
                             if (c.name, w, resource) in source})
             return Blocked(reason, f"container {c.name}: {words} (from "
                            f"{', '.join(named) or 'the pod template'})", tuple(named))
-    new = violations(final, limit_ranges) - violations(base, limit_ranges)
+    new = violations(final, limit_ranges, inits) - violations(base, limit_ranges, inits)
     if new:
         keys = tuple(sorted({c.policy for c in choices}))
         return Blocked(BlockReason.LIMIT_RANGE, "; ".join(sorted(new)) +

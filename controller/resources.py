@@ -40,7 +40,8 @@ def compositions(snapshot: Snapshot, evaluation: Evaluation
     for w in snapshot.workloads:
         if w.containers:
             out[w.key] = compose(static, w.view, w.containers, evaluation,
-                                 snapshot.limit_ranges.get(w.view.namespace, ()))
+                                 snapshot.limit_ranges.get(w.view.namespace, ()),
+                                 w.init_containers)
     return out
 
 

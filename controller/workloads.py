@@ -38,17 +38,19 @@ def _quantities(raw: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
 
 
-def template_containers(kind: WorkloadType, obj: Mapping[str, Any]
+def template_containers(kind: WorkloadType, obj: Mapping[str, Any], field: str = "containers"
                         ) -> tuple[TemplateContainer, ...]:
-    """The pod template's containers (not its init containers) and their resources. A kind
-    without a standard pod template (a KubeAI Model) has none: nothing to resize there."""
+    """The pod template's containers (``field="initContainers"``: its init containers) and
+    their resources. A kind without a standard pod template (a KubeAI Model) has none:
+    nothing to resize there."""
     out = []
-    for c in (_template(kind, obj).get("spec") or {}).get("containers") or []:
+    for c in (_template(kind, obj).get("spec") or {}).get(field) or []:
         if isinstance(c, Mapping) and isinstance(c.get("name"), str):
             res = c.get("resources") if isinstance(c.get("resources"), Mapping) else {}
             assert isinstance(res, Mapping)
             out.append(TemplateContainer(c["name"], _quantities(res.get("requests")),
-                                         _quantities(res.get("limits"))))
+                                         _quantities(res.get("limits")),
+                                         c.get("restartPolicy") == "Always"))
     return tuple(out)
 
 
@@ -62,6 +64,8 @@ class WorkloadObject:
     annotations: Mapping[str, str]
     replicas: int = 1  # Pods it wants running now
     containers: tuple[TemplateContainer, ...] = ()  # of its pod template, for resource plans
+    # Never resized, but they count in the Pod's totals a LimitRange judges.
+    init_containers: tuple[TemplateContainer, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -95,6 +99,7 @@ def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
         annotations=meta.get("annotations") or {},
         replicas=_desired_replicas(kind, obj),
         containers=template_containers(kind, obj),
+        init_containers=template_containers(kind, obj, "initContainers"),
     )
 
 

@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from compaction.limit_range import Container, LimitRange, parse_limit_range, violations
+from compaction.limit_range import (
+    Container,
+    LimitRange,
+    parse_limit_range,
+    pod_total,
+    violations,
+)
 from compaction.quantity import parse_quantity
 from compaction.resource_plan import BlockReason, TemplateContainer, compose
 from compaction.static_policy import parse_static_policy
@@ -134,3 +140,54 @@ def test_a_ratio_the_template_already_breaks_does_not_block_a_plan_leaving_it_al
     result = compose([_policy([{"name": "log", "requests": {"memory": "64Mi"}}])], WEB,
                      template, limit_ranges=[CONTAINER_CPU_2])
     assert result.blocked is None and result.plan is not None
+
+
+POD_CPU_4 = _range("Pod", maxLimitRequestRatio={"cpu": "4"})
+
+
+def _i(name: str, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None,
+       sidecar: bool = False) -> Container:
+    c = _c(name, requests, limits)
+    return Container(c.name, c.requests, c.limits, sidecar)
+
+
+@pytest.mark.parametrize(("inits", "requests", "limits"), [
+    pytest.param([], {"cpu": "1"}, {"cpu": "2"}, id="no-init-containers"),
+    pytest.param([_i("setup", {"cpu": "3"}, {"cpu": "3"})], {"cpu": "3"}, {"cpu": "3"},
+                 id="a-larger-init-container-sets-the-minimum"),
+    pytest.param([_i("setup", {"cpu": "100m"}, {"cpu": "100m"})], {"cpu": "1"}, {"cpu": "2"},
+                 id="a-smaller-one-changes-nothing"),
+    pytest.param([_i("proxy", {"cpu": "200m"}, {"cpu": "400m"}, sidecar=True)],
+                 {"cpu": "1200m"}, {"cpu": "2400m"}, id="a-sidecar-adds-to-the-sum"),
+    pytest.param([_i("proxy", {"cpu": "500m"}, {"cpu": "500m"}, sidecar=True),
+                  _i("setup", {"cpu": "1"}, {"cpu": "3"})],
+                 {"cpu": "1500m"}, {"cpu": "3500m"},
+                 id="an-init-container-after-a-sidecar-runs-beside-it"),
+    pytest.param([_i("setup", {"memory": "1Gi"})], {"cpu": "1", "memory": "1Gi"},
+                 {"cpu": "2"}, id="a-resource-only-an-init-container-sets"),
+])
+def test_the_pod_totals_count_init_containers_as_limitranger_does(
+        inits: list[Container], requests: dict[str, str], limits: dict[str, str]) -> None:
+    app = [_c("app", {"cpu": "1"}, {"cpu": "2"})]
+    assert pod_total(app, inits, "requests") == {
+        k: parse_quantity(v) for k, v in requests.items()}
+    assert pod_total(app, inits, "limits") == {k: parse_quantity(v) for k, v in limits.items()}
+
+
+def test_an_init_container_that_makes_the_pods_ratio_blocks_a_plan_the_sum_alone_allows(
+        ) -> None:
+    # The Pod: limits max(1, 2) = 2 CPUs, requests max(500m, 100m): ratio 4, at the limit.
+    # Lowering the app's request to 400m keeps the containers' own 1/0.4 = 2.5, but the API
+    # server's 2/0.4 = 5 refuses every new Pod.
+    template = (TemplateContainer("app", {"cpu": "500m"}, {"cpu": "1"}),)
+    setup = (TemplateContainer("setup", {"cpu": "100m"}, {"cpu": "2"}),)
+    plan = [{"name": "app", "requests": {"cpu": "400m"}}]
+    assert compose([_policy(plan)], WEB, template, limit_ranges=[POD_CPU_4]).plan is not None
+    result = compose([_policy(plan)], WEB, template, limit_ranges=[POD_CPU_4],
+                     init_containers=setup)
+    assert result.plan is None and result.blocked is not None
+    assert result.blocked.message == ("the Pod: cpu limit/request 5 above 4 (LimitRange "
+                                      "ratio, type Pod) (plan of ClusterStaticPolicy/sizes)")
+    kept = compose([_policy([{"name": "app", "requests": {"cpu": "600m"}}])], WEB, template,
+                   limit_ranges=[POD_CPU_4], init_containers=setup)
+    assert kept.blocked is None and kept.plan is not None
