@@ -80,8 +80,9 @@ class ResourcePlan:
             for name, c in sorted(self.containers.items())},
             "limitRanges": self.limit_ranges}
 
-    @property
+    @functools.cached_property
     def hash(self) -> str:
+        """A digest of the plan: computed once per plan, not per Pod admitted under it."""
         return hashlib.sha256(orjson.dumps(self._body())).hexdigest()[:12]
 
     @functools.cached_property

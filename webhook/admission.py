@@ -113,8 +113,7 @@ class Admitter:
         if found.resources is not None:
             resized = resource_patch(
                 pod, found.resources, self.limit_ranges(pod.namespace),
-                pod.has_annotations or any(o["path"] == "/metadata/annotations" for o in ops),
-                found.resources_hash)
+                pod.has_annotations or any(o["path"] == "/metadata/annotations" for o in ops))
             self.metrics.resource_patches.labels(resized.outcome).inc()
             if resized.outcome not in ("applied", "unchanged"):
                 log.info("pod %s/%s admitted with its own resources (%s; plan of %s/%s)",

@@ -79,7 +79,6 @@ class OwnerRecord:
     ignored: bool
     resources: ResourcePlan | None = None  # the static policies' plan, when there is one
     resources_error: str | None = None
-    resources_hash: str | None = None  # the plan's hash (a digest: computed once per plan)
 
     @property
     def asks(self) -> bool:
@@ -96,7 +95,6 @@ class Resolution:
     owner_kind: str
     owner_name: str
     resources: ResourcePlan | None = None
-    resources_hash: str | None = None
 
 
 _ABSENT: Final = OwnerRecord(None, None, None, None, False)
@@ -112,12 +110,9 @@ def _parsed(raw: str) -> tuple[Intent | None, str | None, str | None]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(raw: str) -> tuple[ResourcePlan | None, str | None, str | None]:
-    """The plan, its hash and the error (the hash is a digest: computed here, once)."""
+def _plan(raw: str) -> tuple[ResourcePlan | None, str | None]:
     parsed = parse_resource_plan(raw)
-    if parsed.plan is not None:
-        return parsed.plan, parsed.plan.hash, None
-    return None, None, str(parsed.error)
+    return parsed.plan, None if parsed.plan is not None else str(parsed.error)
 
 
 def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
@@ -127,8 +122,7 @@ def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
     raw = annotations.get(names.INTENT_ANNOTATION)
     intent, rendered, error = _parsed(raw) if isinstance(raw, str) else (None, None, None)
     raw_plan = annotations.get(names.RESOURCES_ANNOTATION)
-    plan, plan_hash, plan_error = (_plan(raw_plan) if isinstance(raw_plan, str)
-                                   else (None, None, None))
+    plan, plan_error = _plan(raw_plan) if isinstance(raw_plan, str) else (None, None)
     parent = controller_ref(meta.get("ownerReferences"))
     if parent is not None and parent.kind not in CHAIN_KINDS:
         parent = None
@@ -136,7 +130,7 @@ def record_of(obj: Mapping[str, Any]) -> OwnerRecord:
         parent = OwnerRef(sys.intern(parent.api_version), sys.intern(parent.kind), parent.name,
                           parent.uid)
     return OwnerRecord(intent, rendered, error, parent,
-                       labels.get(names.IGNORE_LABEL) == "true", plan, plan_error, plan_hash)
+                       labels.get(names.IGNORE_LABEL) == "true", plan, plan_error)
 
 
 class OwnerCache:
@@ -262,5 +256,5 @@ class OwnerCache:
             if not record.asks:
                 return None
             return Resolution(record.intent, record.rendered, ref.kind, ref.name,
-                              record.resources, record.resources_hash)
+                              record.resources)
         return None

@@ -87,14 +87,13 @@ def _quantity(text: str) -> Fraction:
 
 
 def resource_patch(pod: PodView, plan: ResourcePlan, limit_ranges: str | None,
-                   annotations_present: bool, plan_hash: str | None = None) -> ResourcePatch:
+                   annotations_present: bool) -> ResourcePatch:
     """The containers' resources as the plan sets them, plus the plan's hash on the Pod; no
     operation at all when the result would be a Pod the API server refuses (the Pod is then
     admitted with what it asked for), or when the namespace's LimitRanges are not the ones
     the controller checked the plan against (``limit_ranges``: the fingerprint the watch
     shows now, None when unknown). ``annotations_present``: whether the Pod has an annotation
-    map once the operations before these have run. ``plan_hash``: ``plan.hash`` when the
-    caller holds it already (a digest, not worth computing per Pod)."""
+    map once the operations before these have run."""
     if limit_ranges is None or limit_ranges != plan.limit_ranges:
         return ResourcePatch([], "limit_ranges_changed" if limit_ranges is not None
                              else "limit_ranges_unknown")
@@ -121,5 +120,5 @@ def resource_patch(pod: PodView, plan: ResourcePlan, limit_ranges: str | None,
         _set_map(ops, f"{base}/limits", c.limits, wanted.limits, c.has_limits)
     outcome = "applied" if ops else "unchanged"
     _set_map(ops, "/metadata/annotations", pod.annotations,
-             {names.RESOURCES_HASH_ANNOTATION: plan_hash or plan.hash}, annotations_present)
+             {names.RESOURCES_HASH_ANNOTATION: plan.hash}, annotations_present)
     return ResourcePatch(ops, outcome)

@@ -164,8 +164,12 @@ def test_quantities_are_parsed_once_within_a_bound_and_answer_as_parse_quantity(
             patch_module._quantity("12 cores")
 
 
-def test_the_plan_hash_handed_over_is_the_one_set() -> None:
+def test_the_plan_hash_is_computed_once_per_plan_and_set_on_every_pod() -> None:
     pod = {"metadata": {}, "spec": {"containers": [_container("app", None)]}}
     plan = ResourcePlan({"app": ContainerResources("app", {"cpu": "1"})})
-    assert resource_patch(_view(pod), plan, "", False, plan.hash) == \
-        resource_patch(_view(pod), plan, "", False)
+    first = resource_patch(_view(pod), plan, "", False)
+    assert "hash" in plan.__dict__  # held by the plan from now on
+    assert resource_patch(_view(pod), plan, "", False) == first
+    (stamp,) = [o for o in first.ops if o["path"] == "/metadata/annotations"]
+    assert stamp["value"] == {"compactor.dev/resources-hash": plan.hash}
+    assert plan.hash == ResourcePlan({"app": ContainerResources("app", {"cpu": "1"})}).hash
