@@ -116,10 +116,7 @@ def violations(containers: Sequence[Container], ranges: Sequence[LimitRange],
     words. A request left out counts as its limit, as the API server defaults it before
     LimitRanger validates."""
     found: set[str] = set()
-    defaulted = [Container(c.name, requests_defaulted(c.requests, c.limits), c.limits,
-                           c.sidecar) for c in containers]
-    inits = [Container(c.name, requests_defaulted(c.requests, c.limits), c.limits, c.sidecar)
-             for c in init_containers]
+    defaulted, inits = _requests_defaulted(containers), _requests_defaulted(init_containers)
     for r in ranges:
         for item in r.items:
             if item.type == "Container":
@@ -129,6 +126,11 @@ def violations(containers: Sequence[Container], ranges: Sequence[LimitRange],
                 found |= _check("the Pod", pod_total(defaulted, inits, "requests"),
                                 pod_total(defaulted, inits, "limits"), item, r.name)
     return frozenset(found)
+
+
+def _requests_defaulted(containers: Sequence[Container]) -> list[Container]:
+    return [Container(c.name, requests_defaulted(c.requests, c.limits), c.limits, c.sidecar)
+            for c in containers]
 
 
 def pod_total(containers: Sequence[Container], init_containers: Sequence[Container],
