@@ -15,6 +15,7 @@ from typing import Any
 
 from compaction import names
 from compaction.safety import is_placeholder
+from compaction.scope import opted_out
 from webhook.errors import AdmittedUnchanged, OptedOut
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache
@@ -44,7 +45,7 @@ def skip_reason(pod: PodView) -> str | None:
         return "mirror pod"
     if pod.namespace in names.PROTECTED_NAMESPACES:
         return f"namespace {pod.namespace}"
-    if pod.labels.get(names.IGNORE_LABEL) == "true":
+    if opted_out(pod.labels):
         return "pod opted out"
     if is_placeholder(pod.priority):
         return "placeholder priority"
