@@ -163,11 +163,9 @@ class OwnerCache:
     def put(self, key: tuple[str, ...], record: OwnerRecord) -> None:
         self._cache[key] = record
 
-    async def lookup(self, key: tuple[str, ...], url: str, uid: str,
-                     deadline: float | None = None) -> OwnerRecord:
-        """``deadline``: the event loop's time by which the caller must have its answer; only
-        a lookup that waits for the API server can reach it, so only that one arms a timer
-        (TimeoutError past it)."""
+    def at_hand(self, key: tuple[str, ...]) -> OwnerRecord | None:
+        """The record a lookup returns without waiting: the watch feed's, else the cache's
+        (counted as the lookup's result); None when only the API server can tell."""
         if self.known is not None:
             watched = self.known(key)
             if watched is not None:
@@ -176,7 +174,18 @@ class OwnerCache:
         cached = self._cache.get(key)
         if cached is not None:
             (self._negative if cached is _ABSENT else self._hit).inc()
-            return cached
+        return cached
+
+    async def lookup(self, key: tuple[str, ...], url: str, uid: str,
+                     deadline: float | None = None) -> OwnerRecord:
+        """``deadline``: the event loop's time by which the caller must have its answer; only
+        a lookup that waits for the API server can reach it, so only that one arms a timer
+        (TimeoutError past it)."""
+        return self.at_hand(key) or await self._fetched(key, url, uid, deadline)
+
+    async def _fetched(self, key: tuple[str, ...], url: str, uid: str,
+                       deadline: float | None) -> OwnerRecord:
+        """The record from the one GET in flight for ``key`` (started when there is none)."""
         task = self._inflight.get(key)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._load(key, url, uid))
@@ -214,9 +223,9 @@ class OwnerCache:
         self._cache[key] = record
         return record
 
-    async def owner(self, namespace: str, ref: OwnerRef, deadline: float | None = None
-                    ) -> OwnerRecord | None:
-        """The owner's record; None when its kind is not one Compactor follows."""
+    def _owner_key(self, namespace: str, ref: OwnerRef) -> tuple[tuple[str, ...], str] | None:
+        """The owner's cache key and GET path; None when its kind is not one Compactor
+        follows."""
         try:
             url = _owner_path(namespace, ref.api_version, ref.kind, ref.name)
         except InvalidOwnerReference:
@@ -224,8 +233,7 @@ class OwnerCache:
             raise
         if url is None:
             return None
-        key = (sys.intern(namespace), sys.intern(ref.kind), ref.name, ref.uid)
-        return await self.lookup(key, url, ref.uid, deadline)
+        return (sys.intern(namespace), sys.intern(ref.kind), ref.name, ref.uid), url
 
     async def namespace(self, name: str, deadline: float | None = None) -> OwnerRecord:
         try:
@@ -233,16 +241,20 @@ class OwnerCache:
         except InvalidOwnerReference:
             self._metrics.lookups.labels("invalid").inc()
             raise
-        return await self.lookup(("", "Namespace", name, ""), url, "", deadline)
+        key = ("", "Namespace", name, "")
+        return self.at_hand(key) or await self._fetched(key, url, "", deadline)
 
     async def resolve(self, namespace: str, ref: OwnerRef | None,
                       deadline: float | None = None) -> Resolution | None:
         """The intent of the Pod's workload, up the controller chain past intermediates."""
         depth = 0
         while ref is not None and depth < MAX_DEPTH:
-            record = await self.owner(namespace, ref, deadline)
-            if record is None:
+            # A warm admission's records are all at hand: no coroutine per step.
+            found = self._owner_key(namespace, ref)
+            if found is None:
                 return None
+            key, url = found
+            record = self.at_hand(key) or await self._fetched(key, url, ref.uid, deadline)
             if record.ignored:
                 raise OptedOut(f"{ref.kind}/{ref.name}")
             parent = record.parent

@@ -97,10 +97,11 @@ def resource_patch(pod: PodView, plan: ResourcePlan, limit_ranges: str | None,
     if limit_ranges is None or limit_ranges != plan.limit_ranges:
         return ResourcePatch([], "limit_ranges_changed" if limit_ranges is not None
                              else "limit_ranges_unknown")
-    if pod.containers is None:
+    containers = pod.containers()
+    if containers is None:
         return ResourcePatch([], "unpatchable")
     ops: list[dict[str, Any]] = []
-    for i, c in enumerate(pod.containers):
+    for i, c in enumerate(containers):
         wanted = plan.containers.get(c.name)
         if wanted is None:
             continue

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import base64
-import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 import orjson
 
@@ -14,6 +13,7 @@ from compaction import names
 from webhook.errors import MalformedReview, UnpatchableObject
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+_EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 class GroupVersionKind(TypedDict):
@@ -33,49 +33,49 @@ class AdmissionRequest(TypedDict):
     object: NotRequired[dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class OwnerRef:
+# The records below are NamedTuples, not frozen dataclasses: every admission builds them, and
+# a frozen dataclass's __init__ costs twice as much (one object.__setattr__ per field).
+
+
+class OwnerRef(NamedTuple):
     api_version: str
     kind: str
     name: str
     uid: str
 
 
-@dataclass(frozen=True)
-class ContainerView:
+class ContainerView(NamedTuple):
     """A container's resources as the Pod arrives (LimitRanger's defaults already in)."""
 
     name: str
-    requests: Mapping[str, str] = field(default_factory=dict)
-    limits: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, str] = _EMPTY
+    limits: Mapping[str, str] = _EMPTY
     # Whether each map exists: adding a key to a missing map must create the map.
     has_resources: bool = False
     has_requests: bool = False
     has_limits: bool = False
 
 
-@dataclass(frozen=True)
-class PodView:
+class PodView(NamedTuple):
     namespace: str
     name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = _EMPTY
+    annotations: Mapping[str, str] = _EMPTY
     scheduler_name: str | None = None
     controller: OwnerRef | None = None
     # Whether the maps exist at all: adding a key to a missing map must create the map.
     has_labels: bool = False
     has_annotations: bool = False
     priority: Any = None  # spec.priority, resolved from priorityClassName before webhooks run
-    spec_containers: Any = field(default_factory=list)  # spec.containers as the request has it
+    spec_containers: Any = ()  # spec.containers as the request has it
 
     @property
     def is_mirror(self) -> bool:
         return names.MIRROR_ANNOTATION in self.annotations
 
-    @functools.cached_property
     def containers(self) -> tuple[ContainerView, ...] | None:
         """spec.containers in order (init containers are never resized); None when the list
-        is not one a patch could address. Read on first use: only a Pod whose workload has a
+        is not one a patch could address. Read on demand: only a Pod whose workload has a
         resource plan needs it."""
         return container_views(self.spec_containers)
 
@@ -144,7 +144,7 @@ def _quantities(raw: Any) -> dict[str, str]:
 def container_views(raw: Any) -> tuple[ContainerView, ...] | None:
     """The containers a resource patch may address by index; None when any of them is not
     a map with a name and map-or-absent resources (a patch could then not apply)."""
-    if not isinstance(raw, list):
+    if not isinstance(raw, list | tuple):  # a list from JSON; a tuple from code
         return None
     out = []
     for c in raw:
