@@ -118,6 +118,7 @@ class Api:
     def __init__(self, client: ApiClient) -> None:
         self.client = client
         self.requests = 0  # every request sent, watches included (for the metrics)
+        self.watches = 0  # of those, the watches opened: each informer's, renewed every 5-10 min
         self.throttled = 0  # answers of 429, each waited out and sent again
 
     @classmethod
@@ -231,6 +232,7 @@ class Api:
         if label_selector:
             query.append(("labelSelector", label_selector))
         self.requests += 1
+        self.watches += 1
         try:
             resp = await self.client.call_api(
                 path, "GET", query_params=query, auth_settings=["BearerToken"],

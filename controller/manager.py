@@ -108,6 +108,7 @@ async def _main(settings: ControllerSettings) -> None:
                           registry=metrics.registry)
     api = await Api.connect(settings.kubeconfig)
     metrics.api_requests.set_function(lambda: float(api.requests))
+    metrics.api_watches.set_function(lambda: float(api.watches))
     metrics.api_throttled.set_function(lambda: float(api.throttled))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -36,6 +36,10 @@ class ControllerMetrics:
             "blocked (a request above its limit, an extended resource's request not its "
             "limit, a LimitRange it would break), by reason; counted with each "
             "ResourcesBlocked Event.", ["reason"], registry=r)
+        self.api_watches = Gauge(
+            "compactor_controller_api_watches", "Watches the controller has opened since it "
+            "started (counted in compactor_controller_api_requests too): each watch cache "
+            "renews its own every 5 to 10 minutes, whatever the cluster's size.", registry=r)
         self.api_throttled = Gauge(
             "compactor_controller_api_throttled", "Requests the API server answered with 429 "
             "Too Many Requests since the controller started; each was sent again after its "

@@ -86,6 +86,7 @@ class Figures:
     controller_rss_mib: float
     webhook_rss_mib: float
     controller_rpm: float  # steady state, requests per minute
+    controller_watch_rpm: float  # of those, watches opened (renewals, at any size)
     webhook_rpm: float
     apiserver_rpm: float
     throttled: int  # the controller's requests answered 429
@@ -119,12 +120,14 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("controller_rss_mib", "controller peak RSS (MiB)", "{:.0f}"),
     ("webhook_rss_mib", "webhook peak RSS (MiB)", "{:.0f}"),
     ("controller_rpm", "steady state: controller requests/min", "{:.1f}"),
+    ("controller_watch_rpm", "… of which watch renewals", "{:.1f}"),
     ("webhook_rpm", "steady state: webhook requests/min", "{:.1f}"),
     ("apiserver_rpm", "steady state: all API server requests/min", "{:.0f}"),
     ("throttled", "controller requests answered 429", "{:.0f}"),
     ("apf_rejected", "requests rejected by priority and fairness", "{:.0f}"),
 )
-_FLAT = frozenset({"passes_over_5s", "throttled", "apf_rejected", "pods"})
+_FLAT = frozenset({"passes_over_5s", "throttled", "apf_rejected", "pods",
+                   "controller_watch_rpm"})
 
 
 def table(runs: Sequence[Figures]) -> str:
@@ -160,9 +163,12 @@ def _k(value: float) -> str:
 
 
 def verdicts(runs: Sequence[Figures]) -> list[tuple[str, bool, str]]:
-    """The targets, judged at the largest size (steady requests against the smallest)."""
+    """The targets, judged at the largest size (steady requests against the smallest, without
+    watch renewals: each watch cache renews its own every 5 to 10 minutes at any size, so a
+    two-minute window holds none or several depending on when it falls)."""
     big, small = runs[-1], runs[0]
-    flat = big.controller_rpm <= 1.2 * small.controller_rpm + 2
+    big_rpm, small_rpm = (r.controller_rpm - r.controller_watch_rpm for r in (big, small))
+    flat = big_rpm <= 1.2 * small_rpm + 2
     return [
         (f"every Pod labelled < 60 s after a policy change at {big.nodes} nodes",
          big.pods_s < 60, f"{big.pods_s:.1f} s for {big.pods} Pods"),
@@ -172,9 +178,9 @@ def verdicts(runs: Sequence[Figures]) -> list[tuple[str, bool, str]]:
          f"{big.webhook_rss_mib:.0f} MiB"),
         ("no reconcile pass longer than 5 s", big.passes_over_5s == 0,
          f"{big.passes_over_5s} over 5 s; p99 {big.pass_p99_s:.2f} s"),
-        ("steady controller requests/min do not grow with Pods (within 20 % + 2)", flat,
-         f"{small.controller_rpm:.1f} at {small.nodes} nodes, {big.controller_rpm:.1f} at "
-         f"{big.nodes}"),
+        ("steady controller requests/min, watch renewals aside, do not grow with Pods "
+         "(within 20 % + 2)", flat,
+         f"{small_rpm:.1f} at {small.nodes} nodes, {big_rpm:.1f} at {big.nodes}"),
         ("no 429 storm", big.throttled == 0 and big.apf_rejected == 0,
          f"{big.throttled} answered 429 to the controller, {big.apf_rejected} rejected by "
          "priority and fairness"),
@@ -285,11 +291,13 @@ def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
     def apiserver() -> float:
         return scrape.value(kube.raw("/metrics").text, "apiserver_request_total")
     c0 = stack.controller_metric("compactor_controller_api_requests")
+    cw0 = stack.controller_metric("compactor_controller_api_watches")
     w0 = webhook_metric(hook, "compactor_owner_api_requests_total")
     a0 = apiserver()
     time.sleep(seconds)
     per_min = 60.0 / seconds
     c1 = stack.controller_metric("compactor_controller_api_requests")
+    cw1 = stack.controller_metric("compactor_controller_api_watches")
     w1 = webhook_metric(hook, "compactor_owner_api_requests_total")
     a1 = apiserver()
     metrics = _controller_metrics(stack)
@@ -308,7 +316,8 @@ def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
         plan_p99_s=scrape.quantile(plans, 0.99),
         controller_rss_mib=peak_rss_mib(cluster.process("compactor-controller").pid),
         webhook_rss_mib=peak_rss_mib(hook.process.pid),
-        controller_rpm=(c1 - c0) * per_min, webhook_rpm=(w1 - w0) * per_min,
+        controller_rpm=(c1 - c0) * per_min, controller_watch_rpm=(cw1 - cw0) * per_min,
+        webhook_rpm=(w1 - w0) * per_min,
         apiserver_rpm=(a1 - a0) * per_min,
         throttled=int(stack.controller_metric("compactor_controller_api_throttled")),
         apf_rejected=int(scrape.value(server, "apiserver_flowcontrol_rejected_requests_total")))

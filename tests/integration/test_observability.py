@@ -464,6 +464,7 @@ EXPECTED: dict[str, Check] = {
     "compactor_suppressions_total": _each_controller(lambda v: v == 0),
     "compactor_suppressed_workloads": _each_controller(lambda v: v == 0),
     "compactor_controller_api_requests": _each_controller(lambda v: v > 0),
+    "compactor_controller_api_watches": _each_controller(lambda v: v > 0),
     "compactor_controller_api_throttled": _each_controller(lambda v: v >= 0),
     "compactor_controller_informed_objects": _each_controller(lambda v: v > 0),
     "compactor_controller_leader": _leader,
