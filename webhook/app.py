@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -90,10 +89,11 @@ class Mutate:
 
 
 class MutateFirst:
-    """Middleware that hands ``POST /mutate`` straight to its endpoint, past the router and
-    ExceptionMiddleware, which only answers HTTPExceptions (the endpoint raises none): the
-    warm admission is all of the webhook's load. ServerErrorMiddleware, outside this one,
-    still turns a crash into a 500; every other request goes the ordinary way."""
+    """The ASGI app the server runs: ``POST /mutate`` goes straight to its endpoint, past
+    Starlette's middleware and router (ExceptionMiddleware only answers HTTPExceptions,
+    which the endpoint never raises): the warm admission is all of the webhook's load. A
+    crash in it is still a 500 (the server answers one for an app that raised before its
+    response began); every other request, lifespan included, goes to the Starlette app."""
 
     def __init__(self, app: ASGIApp, mutate: ASGIApp) -> None:
         self.app, self.mutate = app, mutate
@@ -110,7 +110,7 @@ def create_app(admitter: Admitter, metrics: Metrics,
                max_body_bytes: int = 3 * 1024 * 1024,
                ready: Callable[[], bool] = lambda: True,
                on_startup: Callable[[], Awaitable[None]] | None = None,
-               on_shutdown: Callable[[], Awaitable[None]] | None = None) -> Starlette:
+               on_shutdown: Callable[[], Awaitable[None]] | None = None) -> MutateFirst:
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -131,8 +131,8 @@ def create_app(admitter: Admitter, metrics: Metrics,
                 await on_shutdown()
 
     mutate = Mutate(admitter, metrics, max_body_bytes)
-    return Starlette(routes=[
+    return MutateFirst(Starlette(routes=[
         Route("/mutate", mutate, methods=["POST"]),
         Route("/healthz", healthz), Route("/readyz", readyz),
         Route("/metrics", metrics_endpoint),
-    ], middleware=[Middleware(MutateFirst, mutate=mutate)], lifespan=lifespan)
+    ], lifespan=lifespan), mutate)
