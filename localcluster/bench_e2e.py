@@ -240,8 +240,8 @@ def _workloads_labelled(kube: Kube, s: Scenario) -> bool:
     """No workload of the mix without the policy's label: only the unlabelled ones are
     listed (metadata), so the probe costs little when hundreds of workloads are labelled."""
     apps = {(a.namespace, a.kind, a.name) for a in s.apps}
-    for ns in MANAGED_NAMESPACES:
-        for kind in ("Deployment", "StatefulSet"):
+    for ns in sorted({a.namespace for a in s.apps}):
+        for kind in sorted({a.kind for a in s.apps}):
             out = kube.request("GET", path(kind.lower() + "s", ns), params={
                 "labelSelector": f"{names.POLICY_LABEL}!={POLICY}"}, headers=METADATA_ONLY)
             if any((ns, kind, w["metadata"]["name"]) in apps for w in out.get("items") or ()):

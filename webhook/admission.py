@@ -12,8 +12,6 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from prometheus_client import Counter
-
 from compaction import names
 from compaction.safety import is_placeholder
 from compaction.scope import opted_out
@@ -65,7 +63,6 @@ class Admitter:
         # A namespace's LimitRanges fingerprint as the watch shows it; None when unknown.
         self.limit_ranges = limit_ranges
         self._outcomes = {o: metrics.requests.labels(o.value) for o in Outcome}
-        self._resized: dict[str, Counter] = {}  # resource_patches' series, looked up once
 
     async def decide(self, request: AdmissionRequest) -> Decision:
         """The verdict for one request, within its budget; never raises.
@@ -118,11 +115,7 @@ class Admitter:
             resized = resource_patch(
                 pod, found.resources, self.limit_ranges(pod.namespace),
                 pod.has_annotations or any(o["path"] == "/metadata/annotations" for o in ops))
-            series = self._resized.get(resized.outcome)
-            if series is None:
-                series = self._resized[resized.outcome] = self.metrics.resource_patches.labels(
-                    resized.outcome)
-            series.inc()
+            self.metrics.resource_patch_outcomes[resized.outcome].inc()
             if resized.outcome not in ("applied", "unchanged"):
                 log.info("pod %s/%s admitted with its own resources (%s; plan of %s/%s)",
                          pod.namespace, pod.name, resized.outcome, found.owner_kind,

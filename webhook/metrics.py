@@ -144,9 +144,11 @@ class Metrics:
             self.lookups.labels(result)
         for reason in ("malformed_review", "too_large"):
             self.rejected.labels(reason)
-        for outcome in ("applied", "unchanged", "conflict", "unpatchable",
-                        "limit_ranges_changed", "limit_ranges_unknown"):
-            self.resource_patches.labels(outcome)
+        # Every outcome of webhook.patch.resource_patch, each series bound once (and so
+        # exported at 0 from the start).
+        self.resource_patch_outcomes = {o: self.resource_patches.labels(o) for o in (
+            "applied", "unchanged", "conflict", "unpatchable", "limit_ranges_changed",
+            "limit_ranges_unknown")}
 
     def track_cache(self, size: Callable[[], int]) -> None:
         self.cache_entries.set_function(lambda: float(size()))

@@ -44,28 +44,22 @@ def namespace_path(namespace: str) -> str:
     return kinds.kind("Namespace").path(name=namespace)
 
 
+@functools.lru_cache(maxsize=65536)
 def owner_path(namespace: str, ref: OwnerRef) -> str | None:
     """The GET path of an owner; None for a kind that is not Compactor's (another group's
     ReplicaSet, say); InvalidOwnerReference for a reference no request may be built from."""
-    return _owner_path(namespace, ref.api_version, ref.kind, ref.name)
-
-
-# Keyed by strings, whose hashes Python keeps, rather than by the OwnerRef (a dataclass,
-# hashed field by field in Python on every call).
-@functools.lru_cache(maxsize=65536)
-def _owner_path(namespace: str, api_version: str, kind_name: str, name: str) -> str | None:
-    if kind_name not in CHAIN_KINDS:
+    if ref.kind not in CHAIN_KINDS:
         return None
-    group_version = parse_api_version(api_version)
+    group_version = parse_api_version(ref.api_version)
     if group_version is None:
-        raise InvalidOwnerReference(f"apiVersion {api_version[:80]!r} is not group/version")
-    kind = kinds.kind(kind_name)
+        raise InvalidOwnerReference(f"apiVersion {ref.api_version[:80]!r} is not group/version")
+    kind = kinds.kind(ref.kind)
     if group_version[0] != kind.group:
         return None
-    if not is_dns_subdomain(name):
-        raise InvalidOwnerReference(f"{kind_name} name {name[:80]!r} is not an object name")
+    if not is_dns_subdomain(ref.name):
+        raise InvalidOwnerReference(f"{ref.kind} name {ref.name[:80]!r} is not an object name")
     namespace_path(namespace)
-    return kind.path(namespace, name)
+    return kind.path(namespace, ref.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +221,7 @@ class OwnerCache:
         """The owner's cache key and GET path; None when its kind is not one Compactor
         follows."""
         try:
-            url = _owner_path(namespace, ref.api_version, ref.kind, ref.name)
+            url = owner_path(namespace, ref)
         except InvalidOwnerReference:
             self._metrics.lookups.labels("invalid").inc()
             raise

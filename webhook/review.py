@@ -67,7 +67,7 @@ class PodView(NamedTuple):
     has_labels: bool = False
     has_annotations: bool = False
     priority: Any = None  # spec.priority, resolved from priorityClassName before webhooks run
-    spec_containers: Any = ()  # spec.containers as the request has it
+    spec_containers: Any = None  # spec.containers as the request has it
 
     @property
     def is_mirror(self) -> bool:
@@ -144,7 +144,7 @@ def _quantities(raw: Any) -> dict[str, str]:
 def container_views(raw: Any) -> tuple[ContainerView, ...] | None:
     """The containers a resource patch may address by index; None when any of them is not
     a map with a name and map-or-absent resources (a patch could then not apply)."""
-    if not isinstance(raw, list | tuple):  # a list from JSON; a tuple from code
+    if not isinstance(raw, list):
         return None
     out = []
     for c in raw:
