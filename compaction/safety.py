@@ -1,4 +1,5 @@
-"""What Compactor may move, shared by the runtime hook, the descheduler config and admission.
+"""What Compactor may move: one rule for the runtime hook, the drain planner and the
+descheduler config.
 
 Eviction by workload kind follows the reference's workload table: Deployment and StatefulSet
 Pods only, DaemonSet Pods only when the policy sets ``evictDaemonSetPods``. Every other kind
@@ -12,14 +13,53 @@ are the headroom someone reserved on purpose.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from enum import StrEnum
+from typing import Any, Final, Protocol
 
 from compaction import names
+from compaction.policy import DefaultEvictor
 from compaction.workload import WorkloadType
 
 EVICTABLE_KINDS: Final = frozenset({WorkloadType.DEPLOYMENT, WorkloadType.STATEFUL_SET})
 # cluster-autoscaler.kubernetes.io/safe-to-evict values that keep a Pod where it is.
 UNSAFE_TO_EVICT: Final = frozenset({"false", "on-completion"})
+SYSTEM_CRITICAL: Final = frozenset({"system-cluster-critical", "system-node-critical"})
+# kube-scheduler's floor for system-critical priorities (scheduling.SystemCriticalPriority).
+_CRITICAL_PRIORITY: Final = 2_000_000_000
+
+
+class Hold(StrEnum):
+    """Why a Pod is never evicted by Compactor, whatever its node; the value is the code
+    metrics and status use."""
+
+    PROTECTED_NAMESPACE = "protected_namespace"
+    MIRROR = "mirror"
+    PLACEHOLDER = "placeholder"
+    BARE_POD = "bare_pod"
+    KIND_NOT_EVICTED = "kind_not_evicted"
+    SAFE_TO_EVICT = "safe_to_evict"
+    SYSTEM_CRITICAL = "system_critical"
+    LOCAL_STORAGE = "local_storage"
+    PVC = "pvc"
+
+
+class PodFacts(Protocol):
+    """What the rule reads of a Pod (``controller.snapshot.PodInfo`` has it)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+    @property
+    def owner(self) -> tuple[str, str] | None: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def priority_class_name(self) -> str: ...
+    @property
+    def local_storage(self) -> bool: ...
+    @property
+    def pvc(self) -> bool: ...
 
 
 def evictable_kinds(evict_daemon_set_pods: bool) -> frozenset[WorkloadType]:
@@ -36,3 +76,35 @@ def is_placeholder(priority: Any) -> bool:
 
 def unsafe_to_evict(annotations: Mapping[str, Any]) -> bool:
     return annotations.get(names.SAFE_TO_EVICT_ANNOTATION) in UNSAFE_TO_EVICT
+
+
+def is_system_critical(priority_class_name: str, priority: int | None) -> bool:
+    return priority_class_name in SYSTEM_CRITICAL or (
+        priority is not None and priority >= _CRITICAL_PRIORITY)
+
+
+def eviction_hold(pod: PodFacts, kind: WorkloadType | None, evictor: DefaultEvictor
+                  ) -> Hold | None:
+    """Why ``pod``, of a ``kind`` workload (None: no workload), may never be evicted under a
+    policy with these evictor settings; None when it may. The first reason, in a fixed
+    order, so that every caller names the same one."""
+    if pod.namespace in names.PROTECTED_NAMESPACES:
+        return Hold.PROTECTED_NAMESPACE
+    if names.MIRROR_ANNOTATION in pod.annotations:
+        return Hold.MIRROR
+    if is_placeholder(pod.priority):
+        return Hold.PLACEHOLDER
+    if pod.owner is None:
+        return Hold.BARE_POD
+    if kind is None or kind not in evictable_kinds(evictor.evict_daemon_set_pods):
+        return Hold.KIND_NOT_EVICTED
+    if unsafe_to_evict(pod.annotations):
+        return Hold.SAFE_TO_EVICT
+    if is_system_critical(pod.priority_class_name, pod.priority) and \
+            not evictor.evict_system_critical_pods:
+        return Hold.SYSTEM_CRITICAL
+    if pod.local_storage and not evictor.evict_local_storage_pods:
+        return Hold.LOCAL_STORAGE
+    if pod.pvc and evictor.ignore_pvc_pods:
+        return Hold.PVC
+    return None

@@ -13,7 +13,8 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from compaction.problem import Problem
-from controller.planner import DrainMemo, DrainPlan
+from controller.drain_memo import DrainMemo
+from controller.drains import DrainPlan
 
 
 class Target(StrEnum):

@@ -22,13 +22,11 @@ import orjson
 from compaction import names
 from compaction.intent import Intent, ParsedIntent, parse_intent
 from compaction.policy import Policy
-from compaction.safety import evictable_kinds, is_placeholder, unsafe_to_evict
+from compaction.safety import Hold, eviction_hold
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
-from controller.objects import parse_time
+from controller.objects import format_time, parse_time
 from controller.snapshot import PodInfo
-
-SYSTEM_CRITICAL: Final = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
 def observed_state(pod: PodInfo) -> dict[str, Any]:
@@ -62,46 +60,44 @@ def fingerprint(workload_uid: str, intent: Intent, pod: PodInfo) -> str:
     return hashlib.sha256(body).hexdigest()[:16]
 
 
+_HOOK_TEXT: Final = {
+    Hold.PROTECTED_NAMESPACE: "protected namespace", Hold.MIRROR: "mirror pod",
+    Hold.PLACEHOLDER: "placeholder", Hold.BARE_POD: "bare pod",
+    Hold.SAFE_TO_EVICT: "safe-to-evict", Hold.SYSTEM_CRITICAL: "system critical",
+    Hold.LOCAL_STORAGE: "local storage", Hold.PVC: "pvc"}
+
+
 def skip_reason(pod: PodInfo, policy: Policy, node_labels: Mapping[str, str] | None,
                 node_selector: LabelSelector, kind: WorkloadType) -> str | None:
     """Why the runtime hook must not replace this Pod of a ``kind`` workload; None when it may.
 
-    Follows the eviction table (``compaction.safety``) and honours ``descheduler.nodeSelector``
-    and the evictor flags; deliberately ignores nodeFit, the evictor's labelSelector, the
-    eviction limits, the interval and the thresholds.
+    The eviction rule of ``compaction.safety`` (the planner's and the descheduler's too), and
+    ``descheduler.nodeSelector``; deliberately ignores nodeFit, the evictor's labelSelector,
+    the eviction limits, the interval and the thresholds.
     """
-    ev = policy.descheduler.default_evictor
     if pod.deleting:
         return "deleting"
     if not pod.node_name:
         return "unscheduled"
     if pod.phase != "Running":
         return "not running"
-    if pod.namespace in names.PROTECTED_NAMESPACES:
-        return "protected namespace"
-    if names.MIRROR_ANNOTATION in pod.annotations:
-        return "mirror pod"
-    if unsafe_to_evict(pod.annotations):
-        return "safe-to-evict"
-    if is_placeholder(pod.priority):
-        return "placeholder"
-    if kind not in evictable_kinds(ev.evict_daemon_set_pods):
+    hold = eviction_hold(pod, kind, policy.descheduler.default_evictor)
+    if hold is Hold.KIND_NOT_EVICTED:
         return f"{kind.value} pods are not evicted"
-    critical = pod.priority_class_name in SYSTEM_CRITICAL or (
-        pod.priority is not None and pod.priority >= 2_000_000_000)
-    if critical and not ev.evict_system_critical_pods:
-        return "system critical"
-    if pod.local_storage and not ev.evict_local_storage_pods:
-        return "local storage"
-    if pod.pvc and ev.ignore_pvc_pods:
-        return "pvc"
+    if hold is not None:
+        return _HOOK_TEXT[hold]
     if node_selector and (node_labels is None or not node_selector.matches(node_labels)):
         return "node outside nodeSelector"
     return None
 
 
-def _stamp(t: datetime.datetime) -> str:
-    return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def awaits_replacement(pod: PodInfo, intent: Intent, policy: Policy,
+                       node_labels: Mapping[str, str] | None, node_selector: LabelSelector,
+                       kind: WorkloadType) -> bool:
+    """A Running Pod the runtime hook would replace: admitted without the intent, and no
+    skip rule holds for it."""
+    return pod.phase == "Running" and not is_compliant(pod, intent) and skip_reason(
+        pod, policy, node_labels, node_selector, kind) is None
 
 
 @dataclass(frozen=True)
@@ -145,19 +141,19 @@ class ConvergenceState:
     def render(self) -> str:
         body: dict[str, Any] = {}
         if self.last_eviction:
-            body["lastEviction"] = _stamp(self.last_eviction)
+            body["lastEviction"] = format_time(self.last_eviction)
         if self.observations:
-            body["obs"] = [[o.fingerprint, _stamp(o.at)] for o in self.observations]
+            body["obs"] = [[o.fingerprint, format_time(o.at)] for o in self.observations]
         if self.counted:
             body["counted"] = sorted(self.counted)
         if self.suppressed_until:
-            body["suppressedUntil"] = _stamp(self.suppressed_until)
+            body["suppressedUntil"] = format_time(self.suppressed_until)
         if self.intent_hash:
             body["intent"] = self.intent_hash
         if self.intent_since:
-            body["intentSince"] = _stamp(self.intent_since)
+            body["intentSince"] = format_time(self.intent_since)
         if self.judged:
-            body["judged"] = _stamp(self.judged)
+            body["judged"] = format_time(self.judged)
         return orjson.dumps(body).decode()
 
     def seen_intent(self, intent_hash: str, now: datetime.datetime) -> ConvergenceState:

@@ -1,8 +1,9 @@
 """Per-policy descheduler: DeschedulerPolicy (descheduler/v1alpha2) and its CronJob. Pure.
 
 The planner decides which nodes to empty and taints them ``compactor.dev/drain=<policy>``;
-``RemovePodsViolatingNodeTaints`` (PreferNoSchedule included, that taint only) evicts from
-them. ``HighNodeUtilization`` stays beside it with the policy's thresholds, but neither may
+``RemovePodsViolatingNodeTaints`` (PreferNoSchedule included, that taint's key only, so that
+a node shared by several policies' Pods is drained by each of their deschedulers) evicts
+from them. ``HighNodeUtilization`` stays beside it with the policy's thresholds, but neither may
 evict blindly: the rendered policy evicts only Pods that the planner marked
 ``compactor.dev/draining=<policy>`` on the nodes it drains, that carry this policy's label
 and the label of a workload kind the eviction table allows (``compaction.safety``), that are
@@ -118,7 +119,10 @@ def render_descheduler_policy(policy: Policy,
                 {"name": "DefaultEvictor", "args": evictor},
                 {"name": "RemovePodsViolatingNodeTaints", "args": {
                     "includePreferNoSchedule": True,
-                    "includedTaints": [f"{names.DRAIN_TAINT}={policy.id}"],
+                    # The key only: a node that holds Pods of several policies carries one
+                    # drain taint, and each policy's descheduler evicts its own Pods there
+                    # (the draining label of the evictor's selector says which).
+                    "includedTaints": [names.DRAIN_TAINT],
                     "namespaces": _namespaces(policy),
                 }},
                 {"name": "HighNodeUtilization", "args": {

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from controller.planner import DrainMemo
+from controller.drain_memo import DrainMemo
 
 PDB_BACKOFF: Final = datetime.timedelta(seconds=30)
 # How long an eviction may stay unseen in the Pods a pass reads before it stops waiting.

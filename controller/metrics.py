@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from compaction.resource_plan import BlockReason
-from controller.planner import DrainPlan
+from controller.drains import DrainPlan
 
 
 class ControllerMetrics:

@@ -40,6 +40,12 @@ def parse_time(text: Any) -> datetime.datetime | None:
         return None
 
 
+def format_time(t: datetime.datetime) -> str:
+    """The API's timestamp form (RFC 3339 in UTC, whole seconds), the inverse of
+    ``parse_time``."""
+    return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def controller_of(metadata: Mapping[str, Any]) -> tuple[str, str] | None:
     """(kind, name) of the controller owner reference, if any."""
     for ref in metadata.get("ownerReferences") or []:

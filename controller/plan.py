@@ -14,8 +14,8 @@ import functools
 import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -27,7 +27,7 @@ from compaction.precedence import select
 from compaction.resource_plan import Composition
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
-from controller import descheduler, planner, resources, runtime_hook, scheduler
+from controller import descheduler, drain_memo, resources, runtime_hook, scheduler
 from controller.actions import (
     Action,
     Apply,
@@ -38,13 +38,14 @@ from controller.actions import (
     Target,
     WriteStatus,
 )
-from controller.convergence import is_compliant
-from controller.events import cluster_event, namespaced_event, workload_event
+from controller.convergence import awaits_replacement
+from controller.drains import DRAIN_TIMEOUT, DrainPlan, Member
+from controller.events import workload_event
 from controller.memory import Memory
-from controller.planner import DrainPlan, Member
+from controller.node_taints import plan_taints
+from controller.objects import format_time
 from controller.pods import OwnerIndex, pod_patch, stale_copies
 from controller.runtime import RuntimeSettings, scheduler_image
-from controller.scheduling import Taint
 from controller.snapshot import (
     EvaluationObject,
     NodeInfo,
@@ -71,7 +72,7 @@ class PlanSettings:
     runtime: RuntimeSettings
     namespace: str = names.INSTALL_NAMESPACE
     intent_grace: datetime.timedelta = runtime_hook.INTENT_GRACE
-    drain_timeout: datetime.timedelta = planner.DRAIN_TIMEOUT
+    drain_timeout: datetime.timedelta = DRAIN_TIMEOUT
     # Create the default PolicyEvaluation when the cluster has none.
     default_evaluation: bool = True
 
@@ -104,15 +105,23 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     members = _membership(snapshot.pods, index, decided)
     blocking = resources.blocked_events(snapshot.workloads, composed, memory, now)
     out.actions.extend(blocking.events)
-    drains, memo = _drains(active, snapshot, members, settings, now, memory)
-    drains = _dry(_held(drains, _converging(snapshot.pods, members), snapshot.nodes), active)
+    observed = label_values(snapshot.nodes)
+    pools = {p.id: descheduler.node_pool(p, observed) for p in active}
+    node_labels = {n.name: n.labels for n in snapshot.nodes}
+    paused = frozenset(_converging(snapshot.pods, members, pools, node_labels))
+    drains, memo = drain_memo.reuse_or_plan(
+        memory.drains, [(p, pools[p.id]) for p in active], snapshot.nodes, snapshot.pods,
+        {k: m.member for k, m in members.items()}, snapshot.pdbs, now, settings.drain_timeout,
+        paused)
     draining = {key: d.policy for d in drains for node in d.draining for key in d.evict[node]}
     _pods(snapshot.pods, members, draining, out)
-    _runtime_hook(decided, members, snapshot.nodes, snapshot.pods, settings, memory, now, out)
-    _taints(snapshot, drains, active, memory, now, out)
+    _runtime_hook(decided, members, node_labels, pools, snapshot.pods, settings, memory, now,
+                  out)
+    out.actions += plan_taints(snapshot.nodes, drains, {p.id: p for p in active}, memory, now)
     available = _scheduler(active, snapshot, settings, memory, out)
-    pools = _deschedulers(active, out.managed, snapshot, settings, memory, out)
-    _status(snapshot.policies, out.managed, available, pools,
+    sizes = _deschedulers(active, pools, observed, out.managed, snapshot, settings, memory,
+                          out)
+    _status(snapshot.policies, out.managed, available, sizes,
             {d.policy: d for d in drains}, now, out)
     out.actions.extend(resources.static_status(
         snapshot.static_policies, composed,
@@ -232,22 +241,15 @@ def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership
             out.actions.append(Patch(pod_kind.path(pod.namespace, pod.name), patch, Target.POD))
 
 
-def _drains(active: list[Policy], snapshot: Snapshot,
-            members: Mapping[tuple[str, str], _Membership], settings: PlanSettings,
-            now: datetime.datetime, memory: Memory
-            ) -> tuple[list[DrainPlan], planner.DrainMemo | None]:
-    """Every active policy's drain plan: the descheduler-enabled ones carry it out, the
-    others only show it (a dry run). The last pass's plans while nothing they read changed."""
-    observed = label_values(snapshot.nodes)
-    return planner.reuse_or_plan(
-        memory.drains, [(p, descheduler.node_pool(p, observed)) for p in active],
-        snapshot.nodes, snapshot.pods, {k: m.member for k, m in members.items()},
-        snapshot.pdbs, now, settings.drain_timeout)
-
-
-def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership]
-                ) -> set[str]:
-    """Policies whose runtime hook still has running Pods to re-admit."""
+def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
+                pools: Mapping[str, LabelSelector],
+                node_labels: Mapping[str, Mapping[str, str]]) -> set[str]:
+    """Policies whose runtime hook still has Pods to replace: it starts no new drain
+    meanwhile (the drains under way go on), since the hook's replacements and a drain's
+    evictees would contend for the same room, and an evictee that finds none comes back to
+    the node it left. Only Pods the hook would replace count, by the hook's own rule: one it
+    never replaces (a DaemonSet's, local storage, outside the pool...) must not hold the
+    drains for ever."""
     out: set[str] = set()
     intents: dict[tuple[str, WorkloadType], Intent | None] = {}
     for pod in pods:
@@ -259,131 +261,30 @@ def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Memb
         if which not in intents:
             intents[which] = intent_of(m.policy, m.workload.view.kind)
         intent = intents[which]
-        if intent is not None and not is_compliant(pod, intent):
+        if intent is not None and awaits_replacement(
+                pod, intent, m.policy, node_labels.get(pod.node_name), pools[m.policy.id],
+                m.workload.view.kind):
             out.add(m.policy.id)
     return out
 
 
-def _held(drains: Iterable[DrainPlan], converging: set[str], nodes: Iterable[NodeInfo]
-          ) -> list[DrainPlan]:
-    """While a policy's runtime hook re-admits Pods, it starts no new drain (the drains under
-    way go on): the hook's replacements and a drain's evictees would otherwise contend for the
-    same room, and an evictee that finds none comes back to the node it left."""
-    tainted = {n.name: t.value for n in nodes if (t := planner.drain_owner(n)) is not None}
-    out = []
-    for d in drains:
-        if d.policy in converging:
-            keep = tuple(n for n in d.draining if tainted.get(n) == d.policy)
-            d = replace(d, draining=keep, evict={n: d.evict[n] for n in keep})
-        out.append(d)
-    return out
-
-
-def _dry(drains: Iterable[DrainPlan], active: list[Policy]) -> list[DrainPlan]:
-    """A policy whose descheduler is off drains nothing: its plan shows what it could free,
-    and nothing as draining."""
-    return [d if _acting(d, active) else replace(d, draining=(), evict={}) for d in drains]
-
-
-def _acting(drain: DrainPlan, active: list[Policy]) -> bool:
-    return any(p.id == drain.policy and p.descheduler.enabled for p in active)
-
-
-def _taint_patch(node: NodeInfo, wanted: Taint | None) -> list[dict[str, Any]]:
-    """A JSON patch that sets our drain taint (or removes it) and touches no other taint; it
-    applies only if the node's taints are still those read."""
-    kept = [t.render() for t in node.taints if t.key != names.DRAIN_TAINT]
-    taints = kept + ([wanted.render()] if wanted else [])
-    if node.taints:
-        return [{"op": "test", "path": "/spec/taints", "value": [t.render() for t in node.taints]},
-                {"op": "replace", "path": "/spec/taints", "value": taints}]
-    return [{"op": "test", "path": "/metadata/resourceVersion", "value": node.resource_version},
-            {"op": "add", "path": "/spec/taints", "value": taints}]
-
-
-def _taints(snapshot: Snapshot, drains: Iterable[DrainPlan], active: list[Policy],
-            memory: Memory, now: datetime.datetime, out: _Pass) -> None:
-    """Each node carries the drain taint of the policy that drains it, and no other: it goes
-    when the drain is done, the plan no longer holds, or its policy stopped draining."""
-    policies = {p.id: p for p in active}
-    wanted: dict[str, str] = {}
-    events: dict[str, list[Action]] = defaultdict(list)
-    for d in drains:
-        policy = policies[d.policy]
-        if not policy.descheduler.enabled:
-            continue
-        for name in d.draining:
-            wanted[name] = d.policy
-        for name in d.drained:
-            events[name] += _node_and_policy(policy, name, snapshot, "NodeDrained",
-                                             "every Pod to move has left the node")
-        for u in d.abandoned:
-            events[u.node] += _node_and_policy(policy, u.node, snapshot, "NodeNotConsolidatable",
-                                               f"drain stopped: {u.reasons[0].text}", "Warning")
-        for u in d.unremovable:
-            if not u.stake:
-                continue
-            key = f"{d.policy}/{u.node}/{u.reasons[0].code}"
-            if memory.recently(key, now):
-                continue
-            text = "; ".join(r.text for r in u.reasons[:3])
-            out.actions += _node_and_policy(policy, u.node, snapshot, "NodeNotConsolidatable",
-                                            text, "Warning", key)
-    for node in snapshot.nodes:
-        current = planner.drain_owner(node)
-        target = wanted.get(node.name)
-        if (current.value if current else None) == target:
-            continue
-        taint = None
-        if target is not None:
-            taint = current if current and current.value == target else \
-                planner.drain_taint(target, now)
-            policy = policies[target]
-            events[node.name] += _node_and_policy(
-                policy, node.name, snapshot, "NodeDrainPlanned",
-                f"tainted {names.DRAIN_TAINT}={target}:PreferNoSchedule; the policy's "
-                "descheduler evicts its Pods and they fit on the other nodes")
-        out.actions.append(Patch(kinds.kind("Node").path(name=node.name),
-                                 _taint_patch(node, taint), Target.NODE, "json",
-                                 frozenset({404, 422}), tuple(events.pop(node.name, []))))
-    for queued in events.values():
-        out.actions += queued
-
-
-def _node_and_policy(policy: Policy, node: str, snapshot: Snapshot, reason: str, message: str,
-                     kind: Literal["Normal", "Warning"] = "Normal", key: str = ""
-                     ) -> list[Action]:
-    node_uid = next((n.uid for n in snapshot.nodes if n.name == node), "")
-    about_policy = f"node {node}: {message}"
-    policy_key = f"{key}/policy" if key else ""
-    return [cluster_event("Node", node, node_uid, reason,
-                          f"policy {policy.key}: {message}", kind, key),
-            namespaced_event(policy.kind, policy.namespace, policy.name, policy.uid, reason,
-                             about_policy, kind, policy_key) if policy.namespace else
-            cluster_event(policy.kind, policy.name, policy.uid, reason, about_policy, kind,
-                          policy_key)]
-
-
 def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
-                  members: Mapping[tuple[str, str], _Membership], nodes: Iterable[NodeInfo],
-                  pods: Iterable[PodInfo], settings: PlanSettings, memory: Memory,
-                  now: datetime.datetime, out: _Pass) -> None:
-    node_labels = {n.name: n.labels for n in nodes}
+                  members: Mapping[tuple[str, str], _Membership],
+                  node_labels: Mapping[str, Mapping[str, str]],
+                  pools: Mapping[str, LabelSelector], pods: Iterable[PodInfo],
+                  settings: PlanSettings, memory: Memory, now: datetime.datetime,
+                  out: _Pass) -> None:
     by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
     for pod in pods:
         m = members.get(pod.key)
         if m is not None:
             by_workload[m.workload.key].append(pod)
-    observed = label_values(nodes)
-    pools: dict[str, LabelSelector] = {}
     for key, (workload, policy) in decided.items():
         if policy is None:
             forget = runtime_hook.forget(workload)
             if forget is not None:
                 out.actions.append(forget)
             continue
-        if policy.id not in pools:
-            pools[policy.id] = descheduler.node_pool(policy, observed)
         decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
                                        pools[policy.id], memory, now, settings.intent_grace)
         out.actions += decision.actions
@@ -443,21 +344,22 @@ def label_values(nodes: Iterable[NodeInfo]) -> dict[str, set[str]]:
     return values
 
 
-def _deschedulers(active: list[Policy], managed: Mapping[str, int], snapshot: Snapshot,
-                  settings: PlanSettings, memory: Memory, out: _Pass) -> dict[str, int]:
+def _deschedulers(active: list[Policy], pools: Mapping[str, LabelSelector],
+                  observed: Mapping[str, set[str]], managed: Mapping[str, int],
+                  snapshot: Snapshot, settings: PlanSettings, memory: Memory, out: _Pass
+                  ) -> dict[str, int]:
     """Each active descheduler's ConfigMap and CronJob; returns, per policy, how many nodes
     its pool holds. The CronJob is suspended while the policy manages no workload or its
     pool has no node, since a run could do nothing."""
     ns, own = settings.namespace, _own(snapshot)
-    observed = label_values(snapshot.nodes)
     wanted = {p.id: p for p in active if p.descheduler.enabled}
-    pools: dict[str, int] = {}
+    sizes: dict[str, int] = {}
     for policy in wanted.values():
         name = names.descheduler_name(policy.id)
-        pool = descheduler.node_pool(policy, observed)
-        pools[policy.id] = sum(1 for n in snapshot.nodes if pool.matches(n.labels))
+        pool = pools[policy.id]
+        sizes[policy.id] = sum(1 for n in snapshot.nodes if pool.matches(n.labels))
         doc = descheduler.render_descheduler_policy(policy, observed)
-        idle = managed.get(policy.id, 0) == 0 or pools[policy.id] == 0
+        idle = managed.get(policy.id, 0) == 0 or sizes[policy.id] == 0
         for kind, body in (
                 ("ConfigMap", descheduler.descheduler_configmap(policy, doc, ns)),
                 ("CronJob", descheduler.descheduler_cronjob(
@@ -470,7 +372,7 @@ def _deschedulers(active: list[Policy], managed: Mapping[str, int], snapshot: Sn
         if (obj.labels.get("app.kubernetes.io/component") == "descheduler"
                 and obj.policy not in wanted):
             out.actions.append(Delete(kinds.kind(obj.kind).path(ns, obj.name)))
-    return pools
+    return sizes
 
 
 # --- status ---------------------------------------------------------------------------
@@ -487,7 +389,7 @@ def _plan_status(d: DrainPlan) -> dict[str, Any]:
 def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], available: bool,
             pools: Mapping[str, int], drains: Mapping[str, DrainPlan], now: datetime.datetime,
             out: _Pass) -> None:
-    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     for obj in policies:
         previous = obj.status.get("conditions") or []
         policy = obj.policy
@@ -524,7 +426,7 @@ def _evaluation(present: EvaluationObject | None, settings: PlanSettings,
                        "precedence is valid" + (f"; not implemented by Compactor, so ranking "
                                                 f"nothing: {', '.join(e.unknown)}"
                                                 if e.unknown else "")))
-    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     body = {"observedGeneration": e.generation,
             # Every type Compactor ranks, with the priority in force (the default when the
             # object leaves it out).

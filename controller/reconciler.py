@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 from compaction import names
 from controller.api import Api
+from controller.drains import DRAIN_TIMEOUT
 from controller.executor import Executor, Summary
 from controller.informer import Informers
 from controller.memory import Memory
 from controller.metrics import ControllerMetrics
 from controller.plan import PlanSettings, plan
-from controller.planner import DRAIN_TIMEOUT
 from controller.reader import Reader
 from controller.runtime import RuntimeSettings
 from controller.runtime_hook import INTENT_GRACE

@@ -22,6 +22,7 @@ from compaction.scope import opted_out
 from controller.actions import RecordEvent, WriteStatus
 from controller.events import workload_event
 from controller.memory import Memory
+from controller.objects import format_time
 from controller.snapshot import PodInfo, Snapshot, StaticPolicyObject
 from controller.status import Condition, render_conditions, same_status
 from controller.workloads import WorkloadObject
@@ -97,7 +98,7 @@ def static_status(objects: Iterable[StaticPolicyObject],
             continue
         if pod.annotations.get(names.RESOURCES_HASH_ANNOTATION) != c.plan.hash:
             differing[key] += 1
-    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     out = []
     for obj in objects:
         mine = {k: c for k, c in composed.items() if obj.key in c.policies}

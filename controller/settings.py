@@ -21,7 +21,7 @@ from certs.manager import CertSettings
 from certs.rotation import Lifetimes, Names
 from compaction import names
 from compaction.duration import parse_duration
-from controller.planner import DRAIN_TIMEOUT
+from controller.drains import DRAIN_TIMEOUT
 from controller.runtime import (
     DEFAULT_RESOURCES,
     DESCHEDULER_IMAGE,

@@ -11,6 +11,7 @@ import orjson
 
 from compaction.policy import Policy, SchedulerMode
 from compaction.problem import Problem
+from controller.objects import format_time
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Condition:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.datetime.now(datetime.UTC))
 
 
 def render_conditions(conditions: Sequence[Condition], previous: Sequence[Mapping[str, Any]],

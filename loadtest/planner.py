@@ -3,7 +3,7 @@ the demo's mix of workloads spread as the default scheduler spreads them, plus a
 block their nodes. Pure code, so timed in-process: the median of interleaved repeats, with its
 spread, of two figures from one call of the pass's ``plan()``:
 
-- the plan: ``planner.reuse_or_plan`` with nothing to reuse, which simulates every policy's
+- the plan: ``drain_memo.reuse_or_plan`` with nothing to reuse, which simulates every policy's
   drains and digests its inputs for the next pass. Targets: under 50 ms at 100 nodes, under
   1 s at 1,000;
 - the whole pass's ``plan()`` around it (membership, labels, the drain plan, own objects,
@@ -23,7 +23,7 @@ from typing import Any
 
 from compaction import names
 from compaction.workload import WorkloadType
-from controller import planner
+from controller import drain_memo
 from controller.plan import PlanSettings, plan
 from controller.runtime import RuntimeSettings
 from controller.scheduling import parse_placement
@@ -112,8 +112,8 @@ class Timing:
 
 @contextlib.contextmanager
 def _timing_the_planner(into: list[float]) -> Iterator[None]:
-    """The pass calls ``planner.reuse_or_plan`` once: time that call where it is made."""
-    original: Callable[..., Any] = planner.reuse_or_plan
+    """The pass calls ``drain_memo.reuse_or_plan`` once: time that call where it is made."""
+    original: Callable[..., Any] = drain_memo.reuse_or_plan
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -121,11 +121,11 @@ def _timing_the_planner(into: list[float]) -> Iterator[None]:
             return original(*args, **kwargs)
         finally:
             into.append(time.perf_counter() - started)
-    planner.reuse_or_plan = timed
+    drain_memo.reuse_or_plan = timed
     try:
         yield
     finally:
-        planner.reuse_or_plan = original
+        drain_memo.reuse_or_plan = original
 
 
 def measure(sizes: Sequence[int] = (100, 1000), repeats: int = 9) -> list[Timing]:

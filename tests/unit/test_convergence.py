@@ -32,7 +32,9 @@ def _pod(**over: Any) -> PodInfo:
     overrides one field."""
     pod: dict[str, Any] = {
         "metadata": {"name": "x", "namespace": "shop", "uid": "u1", "labels": {},
-                     "annotations": {}, "creationTimestamp": "2026-12-01T12:00:05Z"},
+                     "annotations": {}, "creationTimestamp": "2026-12-01T12:00:05Z",
+                     "ownerReferences": [{"kind": "ReplicaSet", "name": "x-1",
+                                          "controller": True}]},
         "spec": {"nodeName": "n1", "schedulerName": "default-scheduler"},
         "status": {"phase": "Running"},
     }

@@ -61,7 +61,7 @@ def test_the_planners_drains_are_evicted_by_the_taint_plugin_beside_high_node_ut
     doc = render_descheduler_policy(_p({}), {})
     taints = _args(doc, "RemovePodsViolatingNodeTaints")
     assert taints == {"includePreferNoSchedule": True,
-                      "includedTaints": ["compactor.dev/drain=pack"],
+                      "includedTaints": ["compactor.dev/drain"],
                       "namespaces": {"exclude": ["compactor-system", "kube-system"]}}
     plugins = doc["profiles"][0]["plugins"]
     assert plugins["deschedule"] == {"enabled": ["RemovePodsViolatingNodeTaints"]}

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from controller.actions import Patch, Plan, RecordEvent
+from controller.drain_taint import drain_taint
 from controller.memory import Memory
 from controller.plan import plan
-from controller.planner import drain_taint
 from controller.scheduling import Taint
 from controller.snapshot import NodeInfo, PodInfo
 from tests.unit.test_plan import ANNOTATED, NOW, RS, SETTINGS, _deploy, _policy, _snapshot
@@ -142,3 +142,28 @@ def test_why_a_node_cannot_be_freed_is_recorded_at_most_hourly() -> None:
     hour = NOW + datetime.timedelta(minutes=61)
     again = _unremovable_events(_pass(pods, untainted, policies, memory, hour))
     assert [e.key for e in again] == [e.key for e in first]
+
+
+def _untainted() -> tuple[NodeInfo, ...]:
+    return (NodeInfo("dense", {}, ALLOCATABLE, uid="n-dense"),
+            NodeInfo("sparse", {}, ALLOCATABLE, uid="n-sparse"))
+
+
+@pytest.mark.parametrize(("extra", "held"), [
+    pytest.param({}, True, id="a-pod-the-hook-will-replace-holds-new-drains"),
+    pytest.param({"local_storage": True}, False, id="local-storage-never-replaced"),
+    pytest.param({"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}},
+                 False, id="safe-to-evict-never-replaced"),
+    pytest.param({"pvc": True}, False, id="pvc-never-replaced"),
+])
+def test_only_pods_the_runtime_hook_would_replace_hold_new_drains(
+        extra: dict[str, Any], held: bool) -> None:
+    # A Running Pod admitted before the policy (no intent, default scheduler) on the dense
+    # node. The hook replaces it unless a skip rule holds; one it never replaces must not
+    # keep the policy from draining for ever.
+    stale = PodInfo("shop", "old", "u-old", {}, extra.pop("annotations", {}),
+                    ("ReplicaSet", "web-1"), node_name="dense", phase="Running", ready=True,
+                    requests={"cpu": 100, "memory": 64 * 2**20 * 1000}, **extra)
+    p = _pass((*SETTLED, stale), _untainted(), (_policy(setLabelsByEviction=True),))
+    assert p.drains[0].freeable == ("sparse",)
+    assert p.drains[0].draining == (() if held else ("sparse",))

@@ -4,6 +4,7 @@ nodes can be freed and why the others cannot, out. The planner is pure."""
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -17,9 +18,11 @@ from compaction.quantity import add
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
+from controller.descheduler import render_descheduler_policy
+from controller.drain_taint import drain_taint
+from controller.drains import DrainPlan, Member, evictions_per_run, plan_drains
 from controller.plan import PlanSettings
 from controller.plan import plan as plan_pass
-from controller.planner import DrainPlan, Member, drain_taint, plan_drains
 from controller.runtime import RuntimeSettings
 from controller.scheduling import (
     AntiAffinity,
@@ -98,22 +101,54 @@ def test_the_sparse_node_is_drained_onto_the_dense_one() -> None:
     assert _reasons(plan, "dense") == ["takes Pods of the nodes planned to drain first"]
 
 
-@pytest.mark.parametrize(("per_node", "total", "marked"), [
-    (1, 1, [("shop", "big")]),
-    (2, 5, [("shop", "big"), ("shop", "mid")]),
-    (5, 2, [("shop", "big"), ("shop", "mid")]),
-    (10, 10, [("shop", "big"), ("shop", "mid"), ("shop", "small")]),
+@pytest.mark.parametrize(("per_node", "per_ns", "total", "marked"), [
+    (1, 10, 1, [("shop", "big")]),
+    (2, 10, 5, [("shop", "big"), ("shop", "mid")]),
+    (5, 10, 2, [("shop", "big"), ("shop", "mid")]),
+    (10, 10, 10, [("shop", "big"), ("shop", "mid"), ("shop", "small")]),
+    # The per-namespace limit binds too: one run evicts one Pod of "shop", whatever the
+    # per-node and total limits allow.
+    (10, 1, 10, [("shop", "big")]),
+    (10, 2, 10, [("shop", "big"), ("shop", "mid")]),
 ])
 def test_a_draining_node_marks_its_largest_pods_first_as_many_as_one_run_evicts(
-        per_node: int, total: int, marked: list[tuple[str, str]]) -> None:
+        per_node: int, per_ns: int, total: int, marked: list[tuple[str, str]]) -> None:
     # The simulation places big, then mid, then small: evicted in another order, small could
     # take the room planned for big. Only what one descheduler run evicts is marked.
     pods = [*DENSE, pod("d3", "dense", 0.1), pod("d4", "dense", 0.1),
             pod("small", "sparse", 0.2), pod("big", "sparse", 0.7), pod("mid", "sparse", 0.4)]
-    policy = _policy(maxNoOfPodsToEvictPerNode=per_node, maxNoOfPodsToEvictTotal=total)
+    policy = _policy(maxNoOfPodsToEvictPerNode=per_node, maxNoOfPodsToEvictTotal=total,
+                     maxNoOfPodsToEvictPerNamespace=per_ns)
     plan = _plan([node("dense"), node("sparse")], pods, policy=policy)
     assert plan.draining == ("sparse",)
     assert list(plan.evict["sparse"]) == marked
+
+
+@pytest.mark.parametrize(("limits", "namespaces", "count"), [
+    ({}, ["a", "a", "b"], 1),  # the defaults: one Pod a run
+    ({"maxNoOfPodsToEvictPerNode": 3, "maxNoOfPodsToEvictTotal": 3}, ["a", "a", "b"], 2),
+    ({"maxNoOfPodsToEvictPerNode": 3, "maxNoOfPodsToEvictTotal": 3,
+      "maxNoOfPodsToEvictPerNamespace": 2}, ["a", "a", "a", "b"], 3),
+    ({"maxNoOfPodsToEvictPerNode": 2, "maxNoOfPodsToEvictTotal": 5,
+      "maxNoOfPodsToEvictPerNamespace": 5}, ["a", "b", "c"], 2),
+    ({"maxNoOfPodsToEvictPerNode": 5, "maxNoOfPodsToEvictTotal": 5,
+      "maxNoOfPodsToEvictPerNamespace": 1}, ["a", "b", "c", "a"], 3),
+])
+def test_evictions_per_run_keep_every_limit_the_descheduler_gets(
+        limits: dict[str, int], namespaces: list[str], count: int) -> None:
+    spec = _policy(**limits).descheduler
+    pods = [pod(f"p{i}", "n", ns=ns) for i, ns in enumerate(namespaces)]
+    chosen = evictions_per_run(pods, spec)
+    assert len(chosen) == count
+    per_ns = Counter(p.namespace for p in chosen)
+    assert max(per_ns.values()) <= spec.max_pods_to_evict_per_namespace
+    assert count <= min(spec.max_pods_to_evict_per_node, spec.max_pods_to_evict_total)
+    # The same numbers are what the descheduler is given.
+    doc = render_descheduler_policy(_policy(**limits), {})
+    assert (doc["maxNoOfPodsToEvictPerNode"], doc["maxNoOfPodsToEvictPerNamespace"],
+            doc["maxNoOfPodsToEvictTotal"]) == (spec.max_pods_to_evict_per_node,
+                                                spec.max_pods_to_evict_per_namespace,
+                                                spec.max_pods_to_evict_total)
 
 
 def test_a_pod_that_fits_nowhere_else_keeps_its_node_and_says_how_much_is_missing() -> None:
@@ -138,10 +173,10 @@ BLOCKERS: list[tuple[str, PodInfo, dict[tuple[str, str], Member], str]] = [
      "pod kube-system/b is in kube-system"),
     ("out-of-scope", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.DEPLOYMENT, None,
                                                                False)},
-     "pod shop/b is not in the policy's scope"),
-    ("other-policy", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.DEPLOYMENT, "q",
+     "pod shop/b belongs to no compaction policy (Compactor never evicts it)"),
+    ("inactive-policy", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.DEPLOYMENT, "q",
                                                                False)},
-     "pod shop/b is not in the policy's scope"),
+     "pod shop/b belongs to no compaction policy (Compactor never evicts it)"),
     ("job", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.JOB, "p", False)},
      "pod shop/b belongs to a Job (its Pods are not evicted)"),
     ("suppressed", pod("b", "sparse"), {("shop", "b"): Member(WorkloadType.DEPLOYMENT, "p",
@@ -149,6 +184,13 @@ BLOCKERS: list[tuple[str, PodInfo, dict[tuple[str, str], Member], str]] = [
      "pod shop/b belongs to a suppressed workload"),
     ("critical", pod("b", "sparse", priority_class_name="system-cluster-critical"), {},
      "pod shop/b is system-critical"),
+    # RemovePodsViolatingNodeTaints never evicts a Pod that tolerates the drain taint.
+    ("tolerates-everything", pod("b", "sparse", placement=Placement(
+        tolerations=(Toleration(operator="Exists"),))), {},
+     "pod shop/b tolerates the drain taint"),
+    ("tolerates-drain", pod("b", "sparse", placement=Placement(
+        tolerations=(Toleration("compactor.dev/drain", "Exists"),))), {},
+     "pod shop/b tolerates the drain taint"),
     ("zone-anti-affinity", pod("b", "sparse", placement=Placement(
         unsimulated="required pod anti-affinity on topology.kubernetes.io/zone")), {},
      "pod shop/b: required pod anti-affinity on topology.kubernetes.io/zone is not simulated"),
@@ -326,11 +368,14 @@ def test_a_drain_in_progress_is_kept_finished_or_abandoned() -> None:
     assert left.reasons[0].code == "left_pool"
 
 
-def test_another_policys_drain_is_neither_candidate_nor_destination() -> None:
+def test_a_drain_under_way_is_the_whole_plans_whoever_started_it() -> None:
+    # The taint names the policy it was started for; the Pods of every policy there drain
+    # under it, and the node is never a destination meanwhile.
     theirs = node("dense", taints=[drain_taint("q", NOW)])
     plan = _plan([theirs, node("sparse")], [*DENSE, pod("s1", "sparse")])
-    assert "node is draining for policy q" in _reasons(plan, "dense")
+    assert plan.draining == ("dense",) and plan.evict == {"dense": (("shop", "d1"),)}
     assert "sparse" not in plan.freeable
+    assert _reasons(plan, "sparse") == ["takes Pods of the nodes planned to drain first"]
 
 
 def test_extended_resources_must_fit_too() -> None:
@@ -433,7 +478,7 @@ def test_a_pending_pod_that_fits_nowhere_changes_nothing() -> None:
 
 
 def test_a_plan_is_reused_while_nothing_it_reads_changes_but_compactors_own_labels() -> None:
-    from controller.planner import REUSE, reuse_or_plan
+    from controller.drain_memo import REUSE, reuse_or_plan
     nodes = [node("a"), node("b"), node("c")]
     pods = [pod("w1", "a"), pod("w2", "b"), pod("w3", "c", cpu=2)]
     members = managed(*pods)
