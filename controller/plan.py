@@ -1,7 +1,7 @@
 """One pass's decisions: ``plan(snapshot, settings, now, memory) -> Plan``. Pure.
 
 From what the reader saw, in this order: each workload's policy and metadata, the stale
-copies on intermediate owners, the drain plan of each policy (``controller.planner``), each
+copies on intermediate owners, the drain plan across every policy (``controller.drains``), each
 Pod's metadata, the runtime hook, the drain taints on nodes, the compaction scheduler's
 objects, each policy's descheduler objects, and the policies' status. Nothing here does
 I/O; ``controller.executor`` carries the plan out.
@@ -40,7 +40,7 @@ from controller.actions import (
 )
 from controller.convergence import awaits_replacement
 from controller.drains import DRAIN_TIMEOUT, DrainPlan, Member
-from controller.events import workload_event
+from controller.events import namespaced_event, workload_event
 from controller.memory import Memory
 from controller.node_taints import plan_taints
 from controller.objects import format_time
@@ -118,7 +118,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     _runtime_hook(decided, members, node_labels, pools, snapshot.pods, settings, memory, now,
                   out)
     out.actions += plan_taints(snapshot.nodes, drains, {p.id: p for p in active}, memory, now)
-    available = _scheduler(active, snapshot, settings, memory, out)
+    available = _scheduler(active, snapshot, settings, memory, now, out)
     sizes = _deschedulers(active, pools, observed, out.managed, snapshot, settings, memory,
                           out)
     _status(snapshot.policies, out.managed, available, sizes,
@@ -313,17 +313,37 @@ def _own(snapshot: Snapshot) -> dict[tuple[str, str], OwnObject]:
     return {(o.kind, o.name): o for o in snapshot.own}
 
 
+def _waiting_on_scheduler(pods: Iterable[PodInfo]) -> int:
+    """Unbound Pods that name the compaction scheduler: a Pod's ``schedulerName`` never
+    changes, so no other scheduler will ever bind them."""
+    return sum(1 for p in pods if p.scheduler_name == names.MANAGED_SCHEDULER
+               and not p.node_name and not p.deleting and p.phase in ("", "Pending"))
+
+
 def _scheduler(active: list[Policy], snapshot: Snapshot, settings: PlanSettings,
-               memory: Memory, out: _Pass) -> bool:
-    """The compaction scheduler's ConfigMap and Deployment while any policy needs them;
-    returns whether the scheduler is available."""
+               memory: Memory, now: datetime.datetime, out: _Pass) -> bool:
+    """The compaction scheduler's ConfigMap and Deployment while any policy needs them, or
+    any unbound Pod still names the scheduler (it goes only after those are scheduled, with
+    an Event); returns whether the scheduler is available."""
     ns, own = settings.namespace, _own(snapshot)
     objects = (("ConfigMap", names.SCHEDULER_CONFIGMAP), ("Deployment", scheduler.DEPLOYMENT))
+    waiting = _waiting_on_scheduler(snapshot.pods)
     if not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
-        for kind, name in objects:
-            if (kind, name) in own:
-                out.actions.append(Delete(kinds.kind(kind).path(ns, name)))
-        return False
+        present = [(kind, name) for kind, name in objects if (kind, name) in own]
+        if not present:
+            return False
+        if not waiting:
+            out.actions += [Delete(kinds.kind(kind).path(ns, name)) for kind, name in present]
+            out.actions.append(namespaced_event(
+                "Deployment", ns, scheduler.DEPLOYMENT, "", "CompactionSchedulerRemoved",
+                "no policy uses the compaction scheduler and no Pod waits for it"))
+            return False
+        key = "scheduler/kept"
+        if not memory.recently(key, now):
+            out.actions.append(namespaced_event(
+                "Deployment", ns, scheduler.DEPLOYMENT, "", "CompactionSchedulerKept",
+                f"no policy uses the compaction scheduler, but {waiting} unbound Pod(s) name "
+                f"{names.MANAGED_SCHEDULER}: it stays until they are scheduled", key=key))
     cm = scheduler.scheduler_configmap(ns)
     image = scheduler_image(settings.runtime.scheduler_image_override, None, None,
                             snapshot.cluster_version)

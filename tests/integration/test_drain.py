@@ -4,9 +4,11 @@ status and Events it shows, how a drain ends, and a dry run that writes nothing.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.api import Api
 from controller.reconciler import Reconciler
@@ -15,7 +17,7 @@ from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
 from tests.integration.conftest import Policies
-from tests.integration.helpers import pod_template, running_pods
+from tests.integration.helpers import descheduler_dry_run, pod_template, running_pods
 
 
 def _pool(cluster: Cluster, kube: Kube) -> tuple[str, str, str]:
@@ -176,3 +178,61 @@ async def test_a_restarted_controller_adopts_its_drain_and_clears_a_dead_policys
     assert _drain_taint(kube, sparse) is None
     assert not any("compactor.dev/draining" in p["metadata"]["labels"]
                    for p in kube.items(path("pods", namespace)))
+
+
+def _evicted_in_dry_run(log: str) -> set[str]:
+    return {line.split('pod="', 1)[1].split('"', 1)[0]
+            for line in log.splitlines() if "Evicted pod in dry run mode" in line}
+
+
+@pytest.mark.asyncio
+async def test_two_teams_policies_drain_a_shared_node_each_evicting_only_its_own_pods(
+        cluster: Cluster, kube: Kube, workloads: Cluster, compaction_policies: Policies,
+        in_process_reconciler: Reconciler, tmp_path: Path) -> None:
+    """Two policies, one per team's namespace, on nodes that run Pods of both: one plan
+    drains the sparse node, it carries one drain taint, and each policy's real descheduler
+    (its rendered config, dry run) evicts its own team's Pods there and nothing else."""
+    pool, dense, sparse = _pool(cluster, kube)
+    teams = [f"a-{uuid.uuid4().hex[:6]}", f"b-{uuid.uuid4().hex[:6]}"]
+    for ns in teams:
+        kube.ensure_namespace(ns, default_service_account=True)
+    try:
+        for ns in teams:
+            kube.create(path("deployments", ns), _deployment("heavy", 1, "1", dense))
+            kube.create(path("deployments", ns), _deployment("light", 1, "250m", sparse))
+        for ns in teams:
+            for app in ("heavy", "light"):
+                def up(ns: str = ns, app: str = app) -> list[dict[str, Any]] | None:
+                    return running_pods(kube, ns, f"app={app}", 1)
+                wait_for(f"{app} running", up)
+        ids = [_policy(compaction_policies, ns, pool) for ns in teams]
+        summary = await in_process_reconciler.reconcile()
+        assert not summary.errors, summary.errors
+
+        taint = _drain_taint(kube, sparse)
+        assert taint is not None and taint["value"] == min(ids), taint
+        assert taint["effect"] == "PreferNoSchedule" and _drain_taint(kube, dense) is None
+        light = {}
+        for ns, policy in zip(teams, ids, strict=True):
+            (pod,) = kube.items(path("pods", ns), "app=light")
+            assert pod["metadata"]["labels"].get("compactor.dev/draining") == policy
+            light[policy] = f"{ns}/{pod['metadata']['name']}"
+            plan = kube.get(compaction_policies.path(policy))["status"]["plan"]
+            assert plan["drainingNodes"] == [sparse], plan
+            assert not any("scope" in r or "no compaction policy" in r
+                           for u in plan["unremovable"] for r in u["reasons"]), plan
+
+        ns_system = "compactor-system"
+        for policy in ids:
+            cm = kube.get(path("configmaps", ns_system, f"compactor-descheduler-{policy}"))
+            doc = yaml.safe_load(cm["data"]["policy.yaml"])
+            args = {c["name"]: c["args"] for c in doc["profiles"][0]["pluginConfig"]}
+            assert args["RemovePodsViolatingNodeTaints"]["includedTaints"] == [
+                "compactor.dev/drain"]
+            (tmp_path / policy).mkdir()
+            log = descheduler_dry_run(cluster, doc, tmp_path / policy,
+                                      lambda log: "Evicted pod in dry run mode" in log)
+            assert _evicted_in_dry_run(log) == {light[policy]}, (policy, log[-3000:])
+    finally:
+        for ns in teams:
+            kube.delete(path("namespaces", name=ns))

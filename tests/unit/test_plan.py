@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -145,6 +146,31 @@ def test_without_a_managed_scheduler_policy_its_objects_are_deleted_once(
     p = plan(_snapshot(own=own), SETTINGS, NOW)
     assert [a.path for a in p.of(Delete)] == deleted
     assert p.of(Apply) == []
+
+
+def test_the_scheduler_stays_while_an_unbound_pod_names_it_and_goes_after_with_an_event(
+        ) -> None:
+    # No policy needs the scheduler any more (deleted, disabled, switched to another mode),
+    # but a Pod still waits for it: its schedulerName can never change, so only the
+    # compaction scheduler can ever bind it.
+    waiting = PodInfo("shop", "web-1-b", "u2", owner=("ReplicaSet", "web-1"),
+                      scheduler_name="compactor-scheduler", phase="Pending")
+    kept = plan(_snapshot(own=SCHEDULER, pods=(waiting,)), SETTINGS, NOW)
+    assert kept.of(Delete) == []
+    assert {a.path for a in kept.of(Apply)} == {
+        "/api/v1/namespaces/compactor-system/configmaps/compactor-scheduler-config",
+        "/apis/apps/v1/namespaces/compactor-system/deployments/compactor-scheduler"}
+    (event,) = kept.of(RecordEvent)
+    assert event.body["reason"] == "CompactionSchedulerKept" and "1 unbound" in \
+        event.body["message"]
+    # Once it is bound (or gone), the scheduler goes, and says so.
+    bound = replace(waiting, node_name="n1", phase="Running")
+    gone = plan(_snapshot(own=SCHEDULER, pods=(bound,)), SETTINGS, NOW)
+    assert len(gone.of(Delete)) == 2
+    assert [e.body["reason"] for e in gone.of(RecordEvent)] == ["CompactionSchedulerRemoved"]
+    # A Pod bound for another scheduler, or already deleting, keeps nothing.
+    other = replace(waiting, scheduler_name="default-scheduler")
+    assert len(plan(_snapshot(own=SCHEDULER, pods=(other,)), SETTINGS, NOW).of(Delete)) == 2
 
 
 def _applied(p: Plan) -> dict[str, str]:
