@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
+from compaction import kinds
 from compaction.problem import Problem
 from controller.drain_memo import DrainMemo
 from controller.drains import DrainPlan
@@ -64,13 +65,24 @@ class Delete:
 
 @dataclass(frozen=True)
 class Evict:
-    """An eviction through the Eviction API (PodDisruptionBudgets decide)."""
+    """An eviction through the Eviction API (PodDisruptionBudgets decide) of the Pod with
+    ``pod_uid`` only: a StatefulSet's replacement Pod has the same name and another uid."""
 
     namespace: str
     name: str
     pod_uid: str
     workload: str  # the workload's path: the key of its backoff and expectation
     then: tuple[Action, ...] = ()
+
+    @property
+    def path(self) -> str:
+        return kinds.kind("Pod").path(self.namespace, self.name, "eviction")
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "deleteOptions": {"preconditions": {"uid": self.pod_uid}}}
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Carries out a ``Plan`` through the API, in order, and counts what it did.
 
 The rules of writing live here: an answer an action tolerates (404 gone, 422 for a guarded
-patch whose test failed) is no error; a 429 on an eviction is a PodDisruptionBudget saying
-no, which backs that workload off; any other failure is reported in the pass's errors and
-costs nothing but one more pass. Follow-ups of an action run only after it succeeded.
+patch whose test failed, 409 for an eviction whose Pod was replaced under the same name) is
+no error; a 429 on an eviction is a PodDisruptionBudget saying no, which backs that workload
+off; any other failure is reported in the pass's errors and costs nothing but one more pass.
+Follow-ups of an action run only after it succeeded.
 
 A run of metadata patches of one target (the Pods of every workload, say) has no order among
 its members, so it runs ``concurrency`` at a time: the API server's priority and fairness
@@ -40,7 +41,6 @@ from controller.api import ApiError, Obj, WriteApi
 from controller.memory import Memory
 from controller.metrics import ControllerMetrics
 from controller.objects import revision
-from controller.runtime_hook import eviction_path
 from controller.settings import PATCH_CONCURRENCY
 
 log = logging.getLogger("compactor.controller")
@@ -173,16 +173,14 @@ class Executor:
                      now: datetime.datetime) -> Memory:
         ns, name = action.namespace, action.name
         try:
-            await self.api.create(eviction_path(ns, name), {
-                "apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": name, "namespace": ns}})
+            await self.api.create(action.path, action.body)
         except ApiError as e:
             if e.status == 429:
                 self.metrics.evictions.labels("pdb_blocked").inc()
                 log.info("eviction of %s/%s blocked by a disruption budget; backing off",
                          ns, name)
                 return memory.blocked(action.workload, now)
-            if e.status != 404:
+            if e.status not in (404, 409):  # 409: its uid precondition failed, it is gone
                 raise
             return memory
         self.metrics.evictions.labels("evicted").inc()

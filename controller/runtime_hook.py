@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from compaction import kinds, names
+from compaction import names
 from compaction.intent import intent_for
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
@@ -127,7 +127,3 @@ def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
     actions.append(Evict(victim.namespace, victim.name, victim.uid, workload.path, then=(
         _save(workload, replace(state, last_eviction=now, judged=None)),)))
     return HookDecision(tuple(actions), skipped=skipped)
-
-
-def eviction_path(namespace: str, name: str) -> str:
-    return kinds.kind("Pod").path(namespace, name, "eviction")
