@@ -2,7 +2,8 @@
 
 A plan holds its actions in the order they run. Follow-ups (``then``) run only after the
 action they belong to succeeded: an Event after the patch it reports, the state saved after
-an eviction went through.
+an eviction went through. Each action names in ``tolerate`` the HTTP answers that mean
+"nothing to do any more" rather than a failure; the executor reads them from there.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Apply:
     path: str
     body: Mapping[str, Any]
     digest: str
+    tolerate: frozenset[int] = frozenset()  # an apply that did not happen is a failure
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,13 @@ class Create:
 
     path: str  # the collection
     body: Mapping[str, Any]
+    tolerate: frozenset[int] = frozenset({409})  # it exists: never overwritten
 
 
 @dataclass(frozen=True)
 class Delete:
     path: str
+    tolerate: frozenset[int] = frozenset({404})  # gone already
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class Evict:
     name: str
     pod_uid: str
     workload: str  # the workload's path: the key of its backoff and expectation
+    # 404: the Pod is gone; 409: its uid precondition failed, so the Pod aimed at is gone and
+    # another took its name. (A 429 is a disruption budget saying no: a back-off, not this.)
+    tolerate: frozenset[int] = frozenset({404, 409})
     then: tuple[Action, ...] = ()
 
     @property
@@ -87,6 +94,9 @@ class Evict:
 
 @dataclass(frozen=True)
 class RecordEvent:
+    """Best effort: an Event that cannot be recorded is logged, never a failure of the pass,
+    whatever the answer (so it carries no ``tolerate``)."""
+
     namespace: str
     body: Mapping[str, Any]
     key: str = ""  # set: an event the executor remembers, so that it repeats at most hourly
@@ -96,6 +106,7 @@ class RecordEvent:
 class WriteStatus:
     path: str
     status: Mapping[str, Any]
+    tolerate: frozenset[int] = frozenset({404})  # the policy was deleted meanwhile
 
 
 Action = Patch | Apply | Create | Delete | Evict | RecordEvent | WriteStatus

@@ -1,10 +1,10 @@
 """Carries out a ``Plan`` through the API, in order, and counts what it did.
 
-The rules of writing live here: an answer an action tolerates (404 gone, 422 for a guarded
-patch whose test failed, 409 for an eviction whose Pod was replaced under the same name) is
-no error; a 429 on an eviction is a PodDisruptionBudget saying no, which backs that workload
-off; any other failure is reported in the pass's errors and costs nothing but one more pass.
-Follow-ups of an action run only after it succeeded.
+The rules of writing live here: an answer the action says it tolerates (its ``tolerate``:
+404 gone, 422 for a guarded patch whose test failed, 409 for an eviction whose Pod was
+replaced under the same name) is no error; a 429 on an eviction is a PodDisruptionBudget
+saying no, which backs that workload off; any other failure is reported in the pass's errors
+and costs nothing but one more pass. Follow-ups of an action run only after it succeeded.
 
 A run of metadata patches of one target (the Pods of every workload, say) has no order among
 its members, so it runs ``concurrency`` at a time: the API server's priority and fairness
@@ -160,12 +160,8 @@ class Executor:
             self.observe(await self.api.patch(action.path, {"status": dict(action.status)}))
             return memory
         except ApiError as e:
-            if isinstance(action, Patch) and e.status in action.tolerate:
+            if not isinstance(action, RecordEvent) and e.status in action.tolerate:
                 return memory
-            if isinstance(action, WriteStatus) and e.status == 404:
-                return memory  # the policy was deleted meanwhile
-            if isinstance(action, Create) and e.status == 409:
-                return memory  # it exists: never overwritten
             summary.errors.append(f"{_describe(action)}: {e}")
             return memory
 
@@ -180,9 +176,7 @@ class Executor:
                 log.info("eviction of %s/%s blocked by a disruption budget; backing off",
                          ns, name)
                 return memory.blocked(action.workload, now)
-            if e.status not in (404, 409):  # 409: its uid precondition failed, it is gone
-                raise
-            return memory
+            raise
         self.metrics.evictions.labels("evicted").inc()
         log.info("evicted %s/%s to converge %s", ns, name, action.workload)
         memory = memory.evicting(action.workload, action.pod_uid, now)

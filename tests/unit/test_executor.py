@@ -4,12 +4,25 @@ is the executor's rules: order, follow-ups, tolerated answers, back-off, memory)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from controller.actions import Apply, Delete, Evict, Patch, Plan, RecordEvent, Target, WriteStatus
+from controller.actions import (
+    Action,
+    Apply,
+    Create,
+    Delete,
+    Evict,
+    Patch,
+    Plan,
+    RecordEvent,
+    Target,
+    WriteStatus,
+)
 from controller.api import ApiError
 from controller.executor import Executor, batches
 from controller.memory import Memory
@@ -85,6 +98,49 @@ async def test_tolerated_answers_are_no_errors() -> None:
     strict = await _execute(RecordingApi(fail={"/moved-on": 422}),
                             Patch("/moved-on", {}, Target.POD))
     assert strict[0].errors
+
+
+EVICTION = "/api/v1/namespaces/shop/pods/web-a/eviction"
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+# Each action type, the path it writes to and the answers it tolerates unless told otherwise.
+TOLERATING: list[tuple[str, Callable[[], Action], str, frozenset[int]]] = [
+    ("patch", lambda: Patch("/x", {}, Target.WORKLOAD), "/x", frozenset({404})),
+    ("guarded-patch", lambda: Patch("/x", [], Target.STALE_COPY, "json",
+                                    frozenset({404, 422})), "/x", frozenset({404, 422})),
+    ("apply", lambda: Apply("/x", CM, "d"), "/x", frozenset()),
+    ("create", lambda: Create("/x", CM), "/x", frozenset({409})),
+    ("delete", lambda: Delete("/x"), "/x", frozenset({404})),
+    ("evict", lambda: Evict("shop", "web-a", "uid-a", WORKLOAD), EVICTION,
+     frozenset({404, 409})),
+    ("status", lambda: WriteStatus("/x", {}), "/x", frozenset({404})),
+]
+
+
+@pytest.mark.parametrize(("make", "path", "defaults"),
+                         [(m, p, d) for _, m, p, d in TOLERATING],
+                         ids=[i for i, _, _, _ in TOLERATING])
+@pytest.mark.asyncio
+async def test_each_action_type_is_judged_by_what_it_says_it_tolerates(
+        make: Callable[[], Action], path: str, defaults: frozenset[int]) -> None:
+    action = make()
+    assert not isinstance(action, RecordEvent) and action.tolerate == defaults
+    for status in defaults:
+        assert (await _execute(RecordingApi(fail={path: status}), action))[0].errors == []
+    assert len((await _execute(RecordingApi(fail={path: 500}), action))[0].errors) == 1
+    # The action's own set decides, not its type: emptied, what it tolerated is an error,
+    # and an answer added to it is none.
+    strict = dataclasses.replace(action, tolerate=frozenset())
+    for status in defaults:
+        assert len((await _execute(RecordingApi(fail={path: status}), strict))[0].errors) == 1
+    lenient = dataclasses.replace(action, tolerate=frozenset({500}))
+    assert (await _execute(RecordingApi(fail={path: 500}), lenient))[0].errors == []
+
+
+@pytest.mark.asyncio
+async def test_an_event_that_fails_with_any_answer_is_no_error_of_the_pass() -> None:
+    for status in (403, 404, 409, 422, 500):
+        api = RecordingApi(fail={"/api/v1/namespaces/shop/events": status})
+        assert (await _execute(api, _event("Changed")))[0].errors == []
 
 
 @pytest.mark.asyncio
