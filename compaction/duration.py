@@ -26,5 +26,8 @@ def parse_duration(text: str) -> timedelta:
         raise ValueError(f"{text!r} is not a duration like 15m, 1h30m or 90s")
     if seconds <= 0:
         raise ValueError(f"{text!r} must be longer than zero")
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:  # past what Go (and the CRD's duration()) reads long before
+        raise ValueError(f"{text!r} is too long") from None
 
