@@ -7,9 +7,10 @@ from them. ``HighNodeUtilization`` stays beside it with the policy's thresholds,
 evict blindly: the rendered policy evicts only Pods that the planner marked
 ``compactor.dev/draining=<policy>`` on the nodes it drains, that carry this policy's label
 and the label of a workload kind the eviction table allows (``compaction.safety``), that are
-not suppressed and not protected (safe-to-evict "false" or "on-completion"), ANDed with the
-policy's own ``defaultEvictor.labelSelector``. The descheduler itself does not honour
-safe-to-evict, so the controller marks such Pods ``compactor.dev/protected=true`` and the
+not suppressed and not protected (safe-to-evict "false" or "on-completion", or a toleration
+of the drain taint), ANDed with the policy's own ``defaultEvictor.labelSelector``. The
+descheduler itself does not honour safe-to-evict, and ``HighNodeUtilization`` ignores
+tolerations, so the controller marks such Pods ``compactor.dev/protected=true`` and the
 selector excludes them.
 Placeholders never carry the policy label. Every key follows the v0.36 Go types' JSON tags
 (the integration suite decodes the rendered policy strictly with them).

@@ -11,11 +11,12 @@ names the policy the drain was started for, the first by id of those with Pods t
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from compaction import names
 from controller.objects import format_time
-from controller.scheduling import Effect, Taint
+from controller.scheduling import Effect, Taint, Toleration
 from controller.snapshot import NodeInfo
 
 
@@ -26,6 +27,14 @@ def drain_taint(policy: str, since: datetime.datetime) -> Taint:
 def drain_owner(node: NodeInfo) -> Taint | None:
     """Our drain taint on the node, if any (its value names the policy it was started for)."""
     return next((t for t in node.taints if t.key == names.DRAIN_TAINT), None)
+
+
+def tolerates_drain(tolerations: Iterable[Toleration]) -> bool:
+    """Whether these tolerations tolerate a drain taint of any value: such a Pod is never
+    evicted by ``RemovePodsViolatingNodeTaints``, so its node can never be drained."""
+    return any(t.effect in ("", Effect.PREFER_NO_SCHEDULE)
+               and (t.key == names.DRAIN_TAINT or (not t.key and t.operator == "Exists"))
+               for t in tolerations)
 
 
 def taint_patch(node: NodeInfo, wanted: Taint | None) -> list[dict[str, Any]]:

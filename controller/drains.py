@@ -36,9 +36,9 @@ from compaction.safety import Hold, eviction_hold, is_placeholder
 from compaction.selector import LabelSelector
 from compaction.utilization import is_underutilized
 from compaction.workload import WorkloadType
-from controller.drain_taint import drain_owner
+from controller.drain_taint import drain_owner, tolerates_drain
 from controller.objects import parse_time
-from controller.scheduling import Effect, Taint
+from controller.scheduling import Taint
 from controller.simulation import (
     Cluster,
     Reason,
@@ -160,14 +160,6 @@ def _scope(policy: Policy, pool: LabelSelector, cluster: Cluster) -> _Scope:
                   (under > hnu.number_of_nodes, under))
 
 
-def _tolerates_drain(pod: PodInfo) -> bool:
-    """A Pod that tolerates the drain taint (of any value) is never evicted by
-    ``RemovePodsViolatingNodeTaints``."""
-    return any(t.effect in ("", Effect.PREFER_NO_SCHEDULE)
-               and (t.key == names.DRAIN_TAINT or (not t.key and t.operator == "Exists"))
-               for t in pod.placement.tolerations)
-
-
 _HOLD_TEXT: Final = {
     Hold.PROTECTED_NAMESPACE: "is in {ns}", Hold.MIRROR: "is a mirror Pod",
     Hold.PLACEHOLDER: "is a placeholder",
@@ -201,7 +193,7 @@ def _blocker(pod: PodInfo, member: Member, policy: Policy, pdbs: Sequence[PdbInf
     if not d.default_evictor.label_selector.matches(pod.labels):
         return Reason("evictor_selector", f"{who} is outside the policy's "
                       "descheduler.defaultEvictor.labelSelector")
-    if _tolerates_drain(pod):
+    if tolerates_drain(pod.placement.tolerations):
         return Reason("tolerates_drain", f"{who} tolerates the drain taint")
     if min(d.max_pods_to_evict_per_node, d.max_pods_to_evict_per_namespace,
            d.max_pods_to_evict_total) < 1:

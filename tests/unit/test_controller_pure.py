@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from compaction.intent import intent_for
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.pods import OwnerIndex, is_protected, pod_patch, stale_copies
+from controller.scheduling import Placement, Toleration
 from controller.snapshot import OwnerInfo, PodInfo, owner_parser, parse_pod
 from controller.status import Condition, policy_conditions, render_conditions
 from controller.workloads import WorkloadObject, desired_policy, workload_object, workload_patch
@@ -115,6 +117,21 @@ def test_safe_to_evict_false_or_on_completion_is_protected() -> None:
     assert not is_protected(_pod(annotations={
         "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}))
     assert not is_protected(_pod(priority=-10))  # a placeholder is simply never labelled
+
+
+@pytest.mark.parametrize(("toleration", "protected"), [
+    (Toleration(operator="Exists"), True),  # tolerates every taint
+    (Toleration("compactor.dev/drain", "Exists"), True),
+    (Toleration("compactor.dev/drain", "Equal", "p", "PreferNoSchedule"), True),
+    (Toleration("compactor.dev/drain", "Exists", effect="NoSchedule"), False),
+    (Toleration("node.kubernetes.io/not-ready", "Exists", effect="NoExecute"), False),
+])
+def test_a_pod_tolerating_the_drain_taint_is_protected(toleration: Toleration,
+                                                       protected: bool) -> None:
+    # RemovePodsViolatingNodeTaints never evicts it, so HighNodeUtilization (which reads no
+    # tolerations) may not either: the label keeps both away, and its node is never drained.
+    pod = replace(_pod(), placement=Placement(tolerations=(toleration,)))
+    assert is_protected(pod) is protected
 
 
 RS = OwnerInfo("ReplicaSet", "shop", "web-1", ("Deployment", "web"), {})
