@@ -10,7 +10,7 @@ from typing import Any
 
 from compaction import names
 from localcluster.cluster import Cluster
-from localcluster.kube import Kube, path
+from localcluster.kube import Kube
 from localcluster.measure import (
     PodFact,
     Report,
@@ -23,7 +23,7 @@ from localcluster.measure import (
     nodes_with,
     snapshot,
 )
-from localcluster.scenario import POLICY, Scenario, apply_policy, create, settled
+from localcluster.scenario import Scenario, apply_policy, create, settled
 from localcluster.stack import CompactorStack, DeschedulerRun
 
 
@@ -53,12 +53,13 @@ def _wait(kube: Kube, scenario: Scenario, timeout: float, hook: bool = False) ->
         time.sleep(0.3)
 
 
-def _plans_more(kube: Kube) -> bool:
-    """The policy's status shows a node it can still free or is draining."""
-    status = kube.get(path(names.POLICY_PLURAL, name=POLICY,
-                           api=f"apis/{names.API_VERSION}")).get("status") or {}
-    plan = status.get("plan") or {}
-    return bool(plan.get("freeable") or plan.get("draining"))
+def _plans_more(kube: Kube, scenario: Scenario) -> bool:
+    """A policy's status shows a node it can still free or is draining."""
+    for team in scenario.policies:
+        plan = (kube.get(team.path).get("status") or {}).get("plan") or {}
+        if plan.get("freeable") or plan.get("draining"):
+            return True
+    return False
 
 
 def _bounced(evicted: list[tuple[str, str]], before: list[PodFact], after: list[PodFact]
@@ -90,14 +91,16 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
     started = time.monotonic()
     apply_policy(kube, scenario, **policy)
     stack.start_scheduler()
-    runs: list[DeschedulerRun] = []
+    runs: list[DeschedulerRun] = []  # every policy's, one after the other
+    rounds: list[DeschedulerRun] = []  # per round, every policy's evictions together
     quiet, bounced = 0, 0
     seen_on: dict[str, set[str]] = defaultdict(set)  # node -> managed Pod uids seen there
     best, improved_at = scenario.nodes + 1, 0
     previous: list[PodFact] = before
     last: DeschedulerRun | None = None
-    hook = bool({**scenario.policy_spec, **policy}.get("setLabelsByEviction"))
-    while len(runs) < max_runs and time.monotonic() - started < max_seconds:
+    hook = any({**team.spec, **policy}.get("setLabelsByEviction")
+               for team in scenario.policies)
+    while len(rounds) < max_runs and time.monotonic() - started < max_seconds:
         time.sleep(interval)
         _wait(kube, scenario, timeout=30)
         now = snapshot(kube)
@@ -110,19 +113,23 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         pending_hook = _awaiting_hook(now) if hook else []
         in_use = len(nodes_with(p for p in now if p.managed))
         if in_use < best:
-            best, improved_at = in_use, len(runs)
-        result = stack.run_descheduler(POLICY)
-        runs.append(result)
+            best, improved_at = in_use, len(rounds)
+        # Each policy's CronJob would run on its own schedule; here one after the other.
+        each = [stack.run_descheduler(team.id) for team in scenario.policies]
+        runs += each
+        result = DeschedulerRun([e for r in each for e in r.evicted],
+                                "".join(r.log for r in each))
+        rounds.append(result)
         last = result
         if log:
-            print(f"  run {len(runs):3d}: {len(result.evicted)} evicted, "
+            print(f"  run {len(rounds):3d}: {len(result.evicted)} evicted, "
                   f"{len(pending_hook)} Pods awaiting the runtime hook, {in_use} nodes in use",
                   flush=True)
-        more = _plans_more(kube)
+        more = _plans_more(kube, scenario)
         quiet = quiet + 1 if not result.evicted and not pending_hook and not more else 0
         # Converged: nothing left to evict and nothing more planned, or no node freed for a
         # while (longer while the controller still plans a drain: one takes a pass to start).
-        stale = len(runs) - improved_at
+        stale = len(rounds) - improved_at
         if quiet >= quiet_runs or (not pending_hook and stale >= patience * (3 if more else 1)):
             break
     # The last run's replacements go through admission like any other; let the hook finish.
@@ -160,7 +167,7 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         runtime_evictions=int(stack.controller_metric("compactor_runtime_evictions_total",
                                                       result="evicted")),
         descheduler_evictions=len(evictions),
-        late_evictions=sum(len(r.evicted) for r in runs[improved_at + 1:]),
+        late_evictions=sum(len(r.evicted) for r in rounds[improved_at + 1:]),
         bounced=bounced,
         evictions_off_freed=sum(1 for _, node in evictions if node in freed),
         movable_on_freed=sum(len(seen_on[n]) for n in freed),

@@ -1,6 +1,7 @@
 """The compaction scenario: a cluster spread out after a spike, plus things that must never move.
 
-Parameterised: ``standard()`` is the demo's 12 nodes, ``small()`` the end-to-end test's.
+Parameterised: ``standard()`` is the demo's 12 nodes, ``small()`` the end-to-end test's;
+``two_teams()`` and ``three_teams()`` put several teams' policies on shared nodes.
 """
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction import names
+from compaction.policy import policy_id
 from localcluster.cluster import Cluster, NodeShape
 from localcluster.kube import Kube, path, wait_for
 
 PAUSE = "registry.k8s.io/pause:3.10"
 POLICY = "compact-production"
-MANAGED_NAMESPACES = ("production", "batch")
+# Namespaces whose Pods a scenario's policies manage; ``analytics`` only in the teams' ones.
+MANAGED_NAMESPACES = ("production", "batch", "analytics")
 NAMESPACES = (*MANAGED_NAMESPACES, "headroom", "kube-system")
 
 
@@ -29,11 +32,41 @@ class App:
 
 
 @dataclass(frozen=True)
+class TeamPolicy:
+    """One of several policies on shared nodes: a ClusterCompactionPolicy (no namespace)
+    or a team's CompactionPolicy in its namespace."""
+
+    name: str
+    spec: dict[str, Any]
+    namespace: str = ""
+
+    @property
+    def id(self) -> str:
+        return policy_id(self.namespace, self.name)
+
+    @property
+    def kind(self) -> str:
+        return names.NAMESPACED_POLICY_KIND if self.namespace else names.POLICY_KIND
+
+    @property
+    def path(self) -> str:
+        plural = names.NAMESPACED_POLICY_PLURAL if self.namespace else names.POLICY_PLURAL
+        return path(plural, self.namespace or None, self.name, api=f"apis/{names.API_VERSION}")
+
+
+@dataclass(frozen=True)
 class Scenario:
     nodes: int
     shape: NodeShape = NodeShape(cpu="4", memory="16Gi", pods="110")
     apps: tuple[App, ...] = ()
     policy_spec: dict[str, Any] = field(default_factory=dict)
+    # Several policies instead of the one ``POLICY`` with ``policy_spec``.
+    teams: tuple[TeamPolicy, ...] = ()
+    protected: bool = True  # create the things that must never move
+
+    @property
+    def policies(self) -> tuple[TeamPolicy, ...]:
+        return self.teams or (TeamPolicy(POLICY, self.policy_spec),)
 
     @property
     def node_names(self) -> list[str]:
@@ -41,9 +74,10 @@ class Scenario:
 
     @property
     def expected_pods(self) -> int:
-        """Every Pod of ``create``: the apps, pinned 1, payments 2, a node agent per node,
-        dns 2 and the placeholders 2."""
-        return sum(a.replicas for a in self.apps) + 1 + 2 + self.nodes + 2 + 2
+        """Every Pod of ``create``: the apps and, with ``protected``, pinned 1, payments 2, a
+        node agent per node, dns 2 and the placeholders 2."""
+        return sum(a.replicas for a in self.apps) + (
+            1 + 2 + self.nodes + 2 + 2 if self.protected else 0)
 
 
 def policy_spec(limits: int) -> dict[str, Any]:
@@ -84,6 +118,46 @@ def small() -> Scenario:
     ))
 
 
+def _team_spec(limits: int, namespaces: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``policy_spec`` for a team: a cluster policy over ``namespaces``, or (none given) a
+    CompactionPolicy's, which covers its own namespace and may not name others."""
+    spec = policy_spec(limits)
+    scope = {k: v for k, v in spec["scope"].items() if k != "namespaceSelector"}
+    if namespaces:
+        scope["namespaceSelector"] = {"operator": "In", "values": list(namespaces)}
+    return {**spec, "scope": scope}
+
+
+def two_teams() -> Scenario:
+    """Two ClusterCompactionPolicies, one per team's namespace, on four nodes that each run
+    Pods of both teams; nothing else blocks, and nothing re-admits (the plan and the
+    descheduler alone compact). Everything fits on one or two nodes."""
+    def spec(ns: str) -> dict[str, Any]:
+        base = _team_spec(2, (ns,))
+        return {**base, "setLabelsByEviction": False, "descheduler": {
+            **base["descheduler"], "highNodeUtilization": {
+                "numberOfNodes": 0, "thresholds": {"cpu": 100, "memory": 100, "pods": 100}}}}
+    return Scenario(nodes=4, protected=False, apps=(
+        App("production", "web", 4, "500m", "1Gi"),
+        App("batch", "worker", 4, "500m", "1Gi"),
+    ), teams=(TeamPolicy("team-production", spec("production")),
+              TeamPolicy("team-batch", spec("batch"))))
+
+
+def three_teams() -> Scenario:
+    """A cluster admin's policy over ``production`` and two namespace owners'
+    CompactionPolicies in ``batch`` and ``analytics``, on eight shared nodes, with the
+    things that must never move."""
+    return Scenario(nodes=8, apps=(
+        App("production", "web", 8, "500m", "1Gi"),
+        App("production", "cache", 2, "1", "3Gi", kind="StatefulSet"),
+        App("batch", "worker", 6, "500m", "1Gi"),
+        App("analytics", "report", 6, "250m", "512Mi"),
+    ), teams=(TeamPolicy("compact-production", _team_spec(2, ("production",))),
+              TeamPolicy("batch-team", _team_spec(2), "batch"),
+              TeamPolicy("analytics-team", _team_spec(2), "analytics")))
+
+
 def _template(labels: dict[str, str], cpu: str, memory: str,
               annotations: dict[str, str] | None = None,
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -122,6 +196,14 @@ def create(cluster: Cluster, kube: Kube, scenario: Scenario, wait: bool = True) 
         kube.create(path(app.kind.lower() + "s", app.namespace), _workload(
             app.kind, app.name, app.replicas,
             _template({"app": app.name}, app.cpu, app.memory)))
+    if scenario.protected:
+        _protected(kube)
+    if wait:
+        wait_for("every scenario Pod Running", lambda: settled(kube, scenario), timeout=180,
+                 interval=0.5)
+
+
+def _protected(kube: Kube) -> None:
     kube.create(path("deployments", "production"), _workload("Deployment", "pinned", 1, _template(
         {"app": "pinned"}, "500m", "1Gi",
         {names.SAFE_TO_EVICT_ANNOTATION: "false"})))
@@ -145,9 +227,6 @@ def create(cluster: Cluster, kube: Kube, scenario: Scenario, wait: bool = True) 
         "Deployment", "capacity-reservation", 2, _template(
             {"app": "capacity-reservation"}, "1", "2Gi",
             extra={"priorityClassName": "overprovisioning"})))
-    if wait:
-        wait_for("every scenario Pod Running", lambda: settled(kube, scenario), timeout=180,
-                 interval=0.5)
 
 
 def settled(kube: Kube, scenario: Scenario) -> bool:
@@ -172,7 +251,10 @@ def spread_overrides(scenario: Scenario) -> dict[str, Any]:
 
 
 def apply_policy(kube: Kube, scenario: Scenario, **overrides: Any) -> None:
-    spec = {**scenario.policy_spec, **overrides}
-    kube.apply(path(names.POLICY_PLURAL, name=POLICY, api=f"apis/{names.API_VERSION}"),
-               {"apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
-                "metadata": {"name": POLICY}, "spec": spec})
+    """Every policy of the scenario, each with ``overrides`` over its spec."""
+    for team in scenario.policies:
+        meta: dict[str, Any] = {"name": team.name}
+        if team.namespace:
+            meta["namespace"] = team.namespace
+        kube.apply(team.path, {"apiVersion": names.API_VERSION, "kind": team.kind,
+                               "metadata": meta, "spec": {**team.spec, **overrides}})

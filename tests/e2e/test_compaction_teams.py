@@ -1,0 +1,42 @@
+"""Several teams' policies on shared nodes, end to end: a cluster admin's
+ClusterCompactionPolicy and two namespace owners' CompactionPolicies, one plan across them,
+each policy's own real descheduler evicting its own Pods."""
+
+from __future__ import annotations
+
+import pytest
+
+from localcluster import Cluster, Kube
+from localcluster.compaction import Outcome, run
+from localcluster.scenario import three_teams
+from localcluster.stack import CompactorStack
+from tests.e2e.test_compaction import assert_planned_evictions, assert_within_limits
+
+
+@pytest.fixture(scope="module")
+def outcome(e2e_cluster: Cluster, e2e_kube: Kube,
+            tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    stack = CompactorStack(e2e_cluster, e2e_kube, tmp_path_factory.mktemp("stack"))
+    stack.install()
+    stack.start_webhook()
+    stack.start_controller()
+    return run(e2e_cluster, e2e_kube, stack, three_teams(), interval=0.5, max_seconds=300,
+               log=True)
+
+
+def test_three_teams_end_at_the_packing_around_unmovable_pods(outcome: Outcome) -> None:
+    r = outcome.report
+    assert r.lower_bound <= r.nodes_after <= r.ffd_around_blockers, r.table()
+    assert_planned_evictions(outcome)
+
+
+def test_each_team_keeps_its_policy_and_nothing_protected_moves(outcome: Outcome) -> None:
+    labels = {(p.namespace, p.policy_label) for p in outcome.after if p.managed}
+    assert labels == {("production", "compact-production"), ("batch", "batch.batch-team"),
+                      ("analytics", "analytics.analytics-team")}, labels
+    assert outcome.report.pdb_violations == 0 and outcome.report.protected_moved == 0
+
+
+def test_no_descheduler_run_exceeds_its_policys_limits(outcome: Outcome) -> None:
+    for team in three_teams().policies:
+        assert_within_limits(outcome, team.spec["descheduler"])

@@ -1,0 +1,35 @@
+"""Two teams' ClusterCompactionPolicies on four nodes that each run Pods of both teams, with
+nothing else in the way: the one plan across both frees the nodes that one policy over both
+namespaces would."""
+
+from __future__ import annotations
+
+import pytest
+
+from localcluster import Cluster, Kube
+from localcluster.compaction import Outcome, run
+from localcluster.scenario import two_teams
+from localcluster.stack import CompactorStack
+from tests.e2e.test_compaction import assert_planned_evictions, assert_within_limits
+
+
+@pytest.fixture(scope="module")
+def outcome(e2e_cluster: Cluster, e2e_kube: Kube,
+            tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    stack = CompactorStack(e2e_cluster, e2e_kube, tmp_path_factory.mktemp("stack"))
+    stack.install()
+    stack.start_webhook()
+    stack.start_controller()
+    return run(e2e_cluster, e2e_kube, stack, two_teams(), interval=0.5, max_seconds=240,
+               log=True)
+
+
+def test_two_teams_on_shared_nodes_compact_to_the_packing(outcome: Outcome) -> None:
+    r = outcome.report
+    assert r.nodes_before == 4, r.table()
+    # Only Compactor's own scheduler Pod stays where it landed: at most one node besides
+    # the packing of the teams' Pods (one node of 4 CPU holds them all).
+    assert r.nodes_after <= r.ffd_around_blockers <= 2, r.table()
+    assert r.runtime_evictions == 0 and r.descheduler_evictions > 0, r.table()
+    assert_planned_evictions(outcome)
+    assert_within_limits(outcome, two_teams().policies[0].spec["descheduler"])
