@@ -112,3 +112,19 @@ def parse_intent(text: str | bytes) -> ParsedIntent:
         return ParsedIntent(None, IntentError.HASH_MISMATCH,
                             f"hash {raw.get('hash')!r} != {intent.hash!r}")
     return ParsedIntent(intent)
+
+
+def parse_exempt_schedulers(text: str) -> frozenset[str]:
+    """A comma-separated list of scheduler names (the settings' form); blanks dropped, so an
+    empty text exempts none."""
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
+
+
+def keeps_scheduler(scheduler_name: str | None, wanted: str | None,
+                    exempt: frozenset[str]) -> bool:
+    """Whether a Pod that names ``scheduler_name`` keeps it under an intent that wants
+    ``wanted``: it names the wanted one already, or an exempt one (a GPU scheduler such as
+    KAI takes precedence). One rule for the webhook's patch and the controller's view of a
+    Pod's compliance, so the runtime hook never replaces a Pod admission would admit again
+    the same way."""
+    return wanted is None or scheduler_name == wanted or scheduler_name in exempt

@@ -53,6 +53,9 @@ MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE: Final = "compactor"
 
 MANAGED_SCHEDULER: Final = "compactor-scheduler"
+# Schedulers a Pod keeps when it names one at admission, by default (a setting of both the
+# webhook and the controller): the KAI GPU scheduler takes precedence over compaction.
+EXEMPT_SCHEDULERS: Final = frozenset({"kai-scheduler"})
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 SCHEDULER_CONFIGMAP: Final = "compactor-scheduler-config"
 DESCHEDULER_PREFIX: Final = "compactor-descheduler-"

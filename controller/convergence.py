@@ -20,7 +20,7 @@ from typing import Any, Final
 import orjson
 
 from compaction import names
-from compaction.intent import Intent, ParsedIntent, parse_intent
+from compaction.intent import Intent, ParsedIntent, keeps_scheduler, parse_intent
 from compaction.policy import Policy
 from compaction.safety import Hold, eviction_hold
 from compaction.selector import LabelSelector
@@ -42,16 +42,17 @@ def _parsed(text: str) -> ParsedIntent:
     return parse_intent(text)
 
 
-def is_compliant(pod: PodInfo, intent: Intent) -> bool:
-    """Admitted with this intent: labels, intent hash, and our scheduler unless the Pod kept
-    another non-default one on purpose (the GPU-scheduler rule of the webhook)."""
+def is_compliant(pod: PodInfo, intent: Intent,
+                 exempt: frozenset[str] = names.EXEMPT_SCHEDULERS) -> bool:
+    """Admitted with this intent: labels, intent hash, and the intent's scheduler unless the
+    Pod kept an exempt one, as admission would keep it (``keeps_scheduler``). A Pod left on
+    another scheduler (an external one the policy named before, say) is not."""
     parsed = _parsed(pod.annotations.get(names.INTENT_ANNOTATION, ""))
     if any(pod.labels.get(k) != v for k, v in intent.labels.items()) or (
             parsed.intent is None or parsed.intent.hash != intent.hash):
         return False
-    sched = observed_state(pod)["schedulerName"]
-    return intent.scheduler_name is None or sched == intent.scheduler_name or (
-        sched != names.DEFAULT_SCHEDULER)
+    return keeps_scheduler(observed_state(pod)["schedulerName"], intent.scheduler_name,
+                           exempt)
 
 
 def fingerprint(workload_uid: str, intent: Intent, pod: PodInfo) -> str:
@@ -93,10 +94,11 @@ def skip_reason(pod: PodInfo, policy: Policy, node_labels: Mapping[str, str] | N
 
 def awaits_replacement(pod: PodInfo, intent: Intent, policy: Policy,
                        node_labels: Mapping[str, str] | None, node_selector: LabelSelector,
-                       kind: WorkloadType) -> bool:
+                       kind: WorkloadType, exempt: frozenset[str] = names.EXEMPT_SCHEDULERS
+                       ) -> bool:
     """A Running Pod the runtime hook would replace: admitted without the intent, and no
     skip rule holds for it."""
-    return pod.phase == "Running" and not is_compliant(pod, intent) and skip_reason(
+    return pod.phase == "Running" and not is_compliant(pod, intent, exempt) and skip_reason(
         pod, policy, node_labels, node_selector, kind) is None
 
 

@@ -117,10 +117,7 @@ async def _main(settings: ControllerSettings) -> None:
     try:
         informers = Informers(api, sources(settings.namespace))
         metrics.informed_objects.set_function(lambda: float(informers.objects()))
-        reconciler = Reconciler(api, settings.runtime, settings.namespace, metrics=metrics,
-                                informers=informers, intent_grace=settings.intent_grace,
-                                drain_timeout=settings.drain_timeout,
-                                default_evaluation=settings.default_evaluation,
+        reconciler = Reconciler(api, settings.plan, metrics=metrics, informers=informers,
                                 patch_concurrency=settings.patch_concurrency,
                                 pass_budget=settings.pass_budget_seconds)
         await Manager(api, settings, reconciler, informers).run(stop)

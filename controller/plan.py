@@ -75,6 +75,8 @@ class PlanSettings:
     drain_timeout: datetime.timedelta = DRAIN_TIMEOUT
     # Create the default PolicyEvaluation when the cluster has none.
     default_evaluation: bool = True
+    # Schedulers a Pod keeps when it names one (the webhook's setting of the same name).
+    exempt_schedulers: frozenset[str] = names.EXEMPT_SCHEDULERS
 
 
 @dataclass
@@ -108,7 +110,8 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     observed = label_values(snapshot.nodes)
     pools = {p.id: descheduler.node_pool(p, observed) for p in active}
     node_labels = {n.name: n.labels for n in snapshot.nodes}
-    paused = frozenset(_converging(snapshot.pods, members, pools, node_labels))
+    paused = frozenset(_converging(snapshot.pods, members, pools, node_labels,
+                                   settings.exempt_schedulers))
     drains, memo = drain_memo.reuse_or_plan(
         memory.drains, [(p, pools[p.id]) for p in active], snapshot.nodes, snapshot.pods,
         {k: m.member for k, m in members.items()}, snapshot.pdbs, now, settings.drain_timeout,
@@ -243,7 +246,8 @@ def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership
 
 def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
                 pools: Mapping[str, LabelSelector],
-                node_labels: Mapping[str, Mapping[str, str]]) -> set[str]:
+                node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str]
+                ) -> set[str]:
     """Policies whose runtime hook still has Pods to replace: it starts no new drain
     meanwhile (the drains under way go on), since the hook's replacements and a drain's
     evictees would contend for the same room, and an evictee that finds none comes back to
@@ -263,7 +267,7 @@ def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Memb
         intent = intents[which]
         if intent is not None and awaits_replacement(
                 pod, intent, m.policy, node_labels.get(pod.node_name), pools[m.policy.id],
-                m.workload.view.kind):
+                m.workload.view.kind, exempt):
             out.add(m.policy.id)
     return out
 
@@ -286,7 +290,8 @@ def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | N
                 out.actions.append(forget)
             continue
         decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
-                                       pools[policy.id], memory, now, settings.intent_grace)
+                                       pools[policy.id], memory, now, settings.intent_grace,
+                                       settings.exempt_schedulers)
         out.actions += decision.actions
         out.suppressed += decision.suppressed
         out.suppressions += decision.newly_suppressed

@@ -12,9 +12,7 @@ import datetime
 import time
 from collections.abc import Callable
 
-from compaction import names
 from controller.api import Api
-from controller.drains import DRAIN_TIMEOUT
 from controller.executor import Executor, Summary
 from controller.informer import Informers
 from controller.memory import Memory
@@ -22,7 +20,6 @@ from controller.metrics import ControllerMetrics
 from controller.plan import PlanSettings, plan
 from controller.reader import Reader
 from controller.runtime import RuntimeSettings
-from controller.runtime_hook import INTENT_GRACE
 from controller.settings import PATCH_CONCURRENCY
 
 __all__ = ["Reconciler", "Summary"]
@@ -33,23 +30,21 @@ def _utc_now() -> datetime.datetime:
 
 
 class Reconciler:
-    def __init__(self, api: Api, runtime: RuntimeSettings,
-                 namespace: str = names.INSTALL_NAMESPACE,
+    def __init__(self, api: Api, settings: PlanSettings | RuntimeSettings,
                  metrics: ControllerMetrics | None = None,
                  informers: Informers | None = None,
-                 intent_grace: datetime.timedelta = INTENT_GRACE,
-                 drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
-                 default_evaluation: bool = True,
                  clock: Callable[[], datetime.datetime] = _utc_now,
                  patch_concurrency: int = PATCH_CONCURRENCY,
                  pass_budget: float | None = None) -> None:
+        """``settings``: what the plan reads; ``RuntimeSettings`` alone means the defaults
+        for the rest."""
+        self.settings = settings if isinstance(settings, PlanSettings) else \
+            PlanSettings(settings)
         self.metrics = metrics or ControllerMetrics()
-        self.reader = Reader(api, namespace, informers)
+        self.reader = Reader(api, self.settings.namespace, informers)
         self.executor = Executor(api, self.metrics, patch_concurrency,
                                  observe=informers.observe if informers else None)
         self.pass_budget = pass_budget
-        self.settings = PlanSettings(runtime, namespace, intent_grace, drain_timeout,
-                                     default_evaluation)
         self.memory = Memory()
         self.clock = clock
 

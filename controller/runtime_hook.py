@@ -71,7 +71,8 @@ def forget(workload: WorkloadObject) -> Patch | None:
 def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
            nodes: Mapping[str, Mapping[str, str]], node_selector: LabelSelector,
            memory: Memory, now: datetime.datetime,
-           intent_grace: datetime.timedelta = INTENT_GRACE) -> HookDecision:
+           intent_grace: datetime.timedelta = INTENT_GRACE,
+           exempt: frozenset[str] = names.EXEMPT_SCHEDULERS) -> HookDecision:
     """One decision for one workload under its policy."""
     d = policy.descheduler
     state = ConvergenceState.parse(workload.annotations).within(d.loop_detection_window, now)
@@ -86,13 +87,14 @@ def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
     if not policy.set_labels_by_eviction:
         return HookDecision()
     intent = intent_for(policy, workload.view.kind)
-    noncompliant = [p for p in pods if not is_compliant(p, intent) and p.phase == "Running"]
+    noncompliant = [p for p in pods if not is_compliant(p, intent, exempt)
+                    and p.phase == "Running"]
     before = state
     state = state.seen_intent(intent.hash, now)
     replacement = outcome(pods, state)
     if replacement is not None:
         state = replace(state, judged=now)
-        if not is_compliant(replacement, intent):
+        if not is_compliant(replacement, intent, exempt):
             state = state.observe(fingerprint(workload.uid, intent, replacement),
                                   replacement.uid, now)
     looping = [o.fingerprint for o in state.observations

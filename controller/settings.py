@@ -21,7 +21,8 @@ from certs.manager import CertSettings
 from certs.rotation import Lifetimes, Names
 from compaction import names
 from compaction.duration import parse_duration
-from controller.drains import DRAIN_TIMEOUT
+from compaction.intent import parse_exempt_schedulers
+from controller.plan import PlanSettings
 from controller.runtime import (
     DEFAULT_RESOURCES,
     DESCHEDULER_IMAGE,
@@ -31,7 +32,6 @@ from controller.runtime import (
     restricted_security_context,
     scheduler_image,
 )
-from controller.runtime_hook import INTENT_GRACE
 
 # Metadata patches in flight at once: well inside the share API Priority and Fairness gives a
 # service account's level, and enough to label 15,000 Pods within a minute.
@@ -53,16 +53,12 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    runtime: RuntimeSettings
-    namespace: str = names.INSTALL_NAMESPACE
+    plan: PlanSettings  # what each pass's plan reads: the runtime, namespace, timings
     kubeconfig: str | None = None
     resync_seconds: float = 30.0
     debounce_seconds: float = 1.0
     lease_seconds: int = 15
     identity: str = ""
-    intent_grace: datetime.timedelta = INTENT_GRACE
-    drain_timeout: datetime.timedelta = DRAIN_TIMEOUT
-    default_evaluation: bool = True  # create the default PolicyEvaluation when absent
     metrics_port: int = 8080
     # All interfaces in a Pod, so Prometheus can scrape it; the local stack binds loopback.
     metrics_address: str = "0.0.0.0"
@@ -70,6 +66,14 @@ class ControllerSettings:
     certs: CertSettings | None = None
     patch_concurrency: int = PATCH_CONCURRENCY  # metadata patches in flight at once
     pass_budget_seconds: float = PASS_BUDGET_SECONDS  # then Pod patches wait for the next pass
+
+    @property
+    def runtime(self) -> RuntimeSettings:
+        return self.plan.runtime
+
+    @property
+    def namespace(self) -> str:
+        return self.plan.namespace
 
 
 class _Env:
@@ -214,18 +218,24 @@ def load(env: Mapping[str, str] = os.environ) -> ControllerSettings:
     """Every setting from ``env``; SettingsError naming every bad variable."""
     e = _Env(env)
     namespace = e.text("COMPACTOR_NAMESPACE", names.INSTALL_NAMESPACE)
+    d = PlanSettings(RuntimeSettings())
+    # Set but empty: no scheduler is exempt.
+    exempt = e.env.get("COMPACTOR_CONTROLLER_EXEMPT_SCHEDULERS",
+                       ",".join(sorted(d.exempt_schedulers)))
     settings = ControllerSettings(
-        runtime=_runtime(e),
-        namespace=namespace,
+        plan=PlanSettings(
+            runtime=_runtime(e), namespace=namespace,
+            intent_grace=datetime.timedelta(seconds=e.number(
+                "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS", d.intent_grace.total_seconds(),
+                positive=False)),
+            drain_timeout=e.duration("COMPACTOR_CONTROLLER_DRAIN_TIMEOUT", d.drain_timeout),
+            default_evaluation=e.flag("COMPACTOR_POLICY_EVALUATION_DEFAULT",
+                                      d.default_evaluation),
+            exempt_schedulers=parse_exempt_schedulers(exempt)),
         kubeconfig=e.text("COMPACTOR_CONTROLLER_KUBECONFIG", "") or e.text("KUBECONFIG", "")
         or None,
         resync_seconds=e.number("COMPACTOR_CONTROLLER_RESYNC_SECONDS", 30.0),
         identity=e.text("POD_NAME", "") or f"{socket.gethostname()}-{os.getpid()}",
-        intent_grace=datetime.timedelta(seconds=e.number(
-            "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS", INTENT_GRACE.total_seconds(),
-            positive=False)),
-        drain_timeout=e.duration("COMPACTOR_CONTROLLER_DRAIN_TIMEOUT", DRAIN_TIMEOUT),
-        default_evaluation=e.flag("COMPACTOR_POLICY_EVALUATION_DEFAULT", True),
         metrics_port=e.port("COMPACTOR_CONTROLLER_METRICS_PORT", 8080),
         metrics_address=e.text("COMPACTOR_CONTROLLER_METRICS_ADDRESS", "0.0.0.0"),
         log_level=e.choice("COMPACTOR_LOG_LEVEL", "INFO",

@@ -56,8 +56,11 @@ def skip_reason(pod: PodView) -> str | None:
 
 class Admitter:
     def __init__(self, owners: OwnerCache, metrics: Metrics, budget_seconds: float = 2.0,
-                 limit_ranges: Callable[[str], str | None] = lambda _: None) -> None:
+                 limit_ranges: Callable[[str], str | None] = lambda _: None,
+                 exempt_schedulers: frozenset[str] = names.EXEMPT_SCHEDULERS) -> None:
         self.owners = owners
+        # Schedulers a Pod that already names one keeps (compaction.intent.keeps_scheduler).
+        self.exempt_schedulers = exempt_schedulers
         self.metrics = metrics
         self.budget_seconds = budget_seconds
         # A namespace's LimitRanges fingerprint as the watch shows it; None when unknown.
@@ -104,7 +107,7 @@ class Admitter:
             return Decision(Outcome.UNCHANGED, reason="no workload intent")
         ops: list[dict[str, Any]] = []
         if found.intent is not None and found.rendered is not None:
-            plan = build_patch(pod, found.intent, found.rendered)
+            plan = build_patch(pod, found.intent, found.rendered, self.exempt_schedulers)
             if plan.kept_scheduler:
                 self.metrics.gpu_overrides.labels(plan.kept_scheduler).inc()
                 log.info("pod %s/%s keeps scheduler %s over %s (intent of %s/%s)",

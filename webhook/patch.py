@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from compaction import names
-from compaction.intent import Intent
+from compaction.intent import Intent, keeps_scheduler
 from compaction.limit_range import requests_defaulted
 from compaction.quantity import parse_quantity
 from compaction.resource_plan import ResourcePlan, conflicts
@@ -43,12 +43,14 @@ def _set_map(ops: list[dict[str, Any]], parent: str, current: Mapping[str, str],
         ops.append({"op": op, "path": f"{parent}/{escape(key)}", "value": value})
 
 
-def build_patch(pod: PodView, intent: Intent, rendered: str) -> PatchPlan:
+def build_patch(pod: PodView, intent: Intent, rendered: str,
+                exempt: frozenset[str] = names.EXEMPT_SCHEDULERS) -> PatchPlan:
     """Labels, the intent marker annotation and ``spec.schedulerName``; empty when already set.
 
     ``rendered`` is the intent's canonical annotation text (``Intent.render()``), which the
     controller later compares with the workload's to see whether the Pod has converged.
-    A Pod that already names a scheduler other than the default keeps it.
+    A Pod that already names one of the ``exempt`` schedulers keeps it; any other scheduler
+    is replaced by the intent's (``compaction.intent.keeps_scheduler``).
     """
     ops: list[dict[str, Any]] = []
     _set_map(ops, "/metadata/labels", pod.labels, intent.labels, pod.has_labels)
@@ -56,12 +58,11 @@ def build_patch(pod: PodView, intent: Intent, rendered: str) -> PatchPlan:
              {names.INTENT_ANNOTATION: rendered}, pod.has_annotations)
     kept: str | None = None
     wanted = intent.scheduler_name
-    if wanted and pod.scheduler_name != wanted:
-        if pod.scheduler_name in (None, names.DEFAULT_SCHEDULER):
-            op = "replace" if pod.scheduler_name else "add"
-            ops.append({"op": op, "path": "/spec/schedulerName", "value": wanted})
-        else:
-            kept = pod.scheduler_name
+    if not keeps_scheduler(pod.scheduler_name, wanted, exempt):
+        op = "replace" if pod.scheduler_name else "add"
+        ops.append({"op": op, "path": "/spec/schedulerName", "value": wanted})
+    elif wanted and pod.scheduler_name != wanted:
+        kept = pod.scheduler_name
     return PatchPlan(ops, kept)
 
 

@@ -42,7 +42,8 @@ class Webhook:
                                 negative_ttl=settings.negative_ttl_seconds)
         self.app: MutateFirst = create_app(
             Admitter(self.cache, self.metrics, budget_seconds=settings.budget_seconds,
-                     limit_ranges=self._limit_ranges),
+                     limit_ranges=self._limit_ranges,
+                     exempt_schedulers=settings.exempt_schedulers),
             self.metrics, max_body_bytes=settings.max_body_bytes,
             ready=lambda: self.reader is not None,
             on_startup=self._start, on_shutdown=self._stop)

@@ -6,6 +6,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from compaction import names
+from compaction.intent import parse_exempt_schedulers
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -41,6 +44,9 @@ class Settings:
     # not read must drain this soon. The API server does both at once.
     read_timeout_seconds: float = 5.0
     write_timeout_seconds: float = 5.0
+    # Schedulers a Pod keeps when it already names one (the controller has the same
+    # setting: the two must agree, or the runtime hook replaces what admission keeps).
+    exempt_schedulers: frozenset[str] = names.EXEMPT_SCHEDULERS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -90,4 +96,6 @@ class Settings:
                                               d.tls_handshake_timeout_seconds),
             read_timeout_seconds=num("READ_TIMEOUT_SECONDS", d.read_timeout_seconds),
             write_timeout_seconds=num("WRITE_TIMEOUT_SECONDS", d.write_timeout_seconds),
+            exempt_schedulers=(parse_exempt_schedulers(env[p + "EXEMPT_SCHEDULERS"])
+                               if p + "EXEMPT_SCHEDULERS" in env else d.exempt_schedulers),
         )

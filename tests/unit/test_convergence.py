@@ -58,6 +58,21 @@ def test_compliance_needs_labels_intent_and_scheduler() -> None:
     assert is_compliant(gpu, INTENT)
 
 
+@pytest.mark.parametrize(("scheduler", "exempt", "compliant"), [
+    ("kai-scheduler", frozenset({"kai-scheduler"}), True),
+    # Left on an external scheduler the policy named before it switched to the managed one:
+    # admission would not keep it, so neither does compliance.
+    ("my-external", frozenset({"kai-scheduler"}), False),
+    ("my-external", frozenset({"kai-scheduler", "my-external"}), True),
+    ("kai-scheduler", frozenset(), False),
+    ("compactor-scheduler", frozenset(), True),
+])
+def test_only_the_exempt_schedulers_count_as_compliant_besides_the_intents(
+        scheduler: str, exempt: frozenset[str], compliant: bool) -> None:
+    pod = replace(_compliant(), scheduler_name=scheduler)
+    assert is_compliant(pod, INTENT, exempt) is compliant
+
+
 SKIPS = [
     ("deleting", {"metadata__deletionTimestamp": "2026-12-01T12:00:00Z"}, "deleting"),
     ("unscheduled", {"spec__nodeName": None}, "unscheduled"),

@@ -104,14 +104,19 @@ def test_the_controllers_own_settings_and_their_defaults() -> None:
     assert d.metrics_address == "0.0.0.0"
     assert load({"COMPACTOR_CONTROLLER_METRICS_ADDRESS": "127.0.0.1"}).metrics_address == \
         "127.0.0.1"
-    assert d.intent_grace.total_seconds() == 35 and d.certs is not None
+    assert d.plan.intent_grace.total_seconds() == 35 and d.certs is not None
+    assert d.plan.exempt_schedulers == frozenset({"kai-scheduler"})
     s = load({"COMPACTOR_NAMESPACE": "ops", "COMPACTOR_CONTROLLER_RESYNC_SECONDS": "5",
               "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS": "2",
               "COMPACTOR_CONTROLLER_METRICS_PORT": "0", "COMPACTOR_CERTS_MODE": "cert-manager",
               "COMPACTOR_LOG_LEVEL": "debug"})
     assert (s.namespace, s.resync_seconds, s.metrics_port, s.log_level) == (
         "ops", 5.0, 0, "DEBUG")
-    assert s.intent_grace.total_seconds() == 2 and s.certs is None
+    assert s.plan.intent_grace.total_seconds() == 2 and s.certs is None
+    assert load({"COMPACTOR_CONTROLLER_EXEMPT_SCHEDULERS": "kai-scheduler, volcano"}
+                ).plan.exempt_schedulers == frozenset({"kai-scheduler", "volcano"})
+    assert load({"COMPACTOR_CONTROLLER_EXEMPT_SCHEDULERS": ""}).plan.exempt_schedulers == \
+        frozenset()
 
 
 def test_patch_concurrency_and_pass_budget_are_read_and_bounded() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from compaction.intent import Intent
 from webhook.patch import build_patch, escape
 from webhook.review import PodView
@@ -45,6 +47,21 @@ def test_a_stale_policy_label_is_replaced() -> None:
     ops = build_patch(pod, INTENT, TEXT).ops
     assert ops[0] == {"op": "replace", "path": "/metadata/labels/compactor.dev~1policy",
                       "value": "p"}
+
+
+@pytest.mark.parametrize(("scheduler", "exempt", "kept"), [
+    ("kai-scheduler", frozenset({"kai-scheduler"}), True),
+    ("volcano", frozenset({"kai-scheduler"}), False),
+    ("volcano", frozenset({"kai-scheduler", "volcano"}), True),
+    ("kai-scheduler", frozenset(), False),
+])
+def test_only_an_exempt_scheduler_is_kept(scheduler: str, exempt: frozenset[str],
+                                          kept: bool) -> None:
+    plan = build_patch(_pod(scheduler_name=scheduler), INTENT, TEXT, exempt)
+    replaced = {"op": "replace", "path": "/spec/schedulerName",
+                "value": INTENT.scheduler_name} in plan.ops
+    assert replaced is not kept
+    assert plan.kept_scheduler == (scheduler if kept else None)
 
 
 def test_gpu_scheduler_is_kept_and_reported() -> None:

@@ -31,3 +31,14 @@ def test_a_limit_that_is_not_a_positive_number_is_refused(variable: str) -> None
     for raw in ("0", "-1", "many"):
         with pytest.raises(ValueError, match=variable):
             Settings.from_env({variable: raw})
+
+
+@pytest.mark.parametrize(("env", "exempt"), [
+    ({}, frozenset({"kai-scheduler"})),
+    ({"COMPACTOR_WEBHOOK_EXEMPT_SCHEDULERS": "kai-scheduler, volcano"},
+     frozenset({"kai-scheduler", "volcano"})),
+    ({"COMPACTOR_WEBHOOK_EXEMPT_SCHEDULERS": ""}, frozenset()),
+])
+def test_the_exempt_schedulers_are_a_setting(env: dict[str, str], exempt: frozenset[str]
+                                             ) -> None:
+    assert Settings.from_env(env).exempt_schedulers == exempt
