@@ -15,6 +15,7 @@ import yaml
 
 from controller.api import Api
 from controller.metrics import ControllerMetrics
+from controller.plan import PlanSettings
 from controller.reconciler import Reconciler
 from controller.runtime import RuntimeSettings
 from controller.scheduler import render_scheduler_config
@@ -89,8 +90,9 @@ async def controller(cluster: Cluster) -> AsyncIterator[Reconciler]:
 def _reconciler(api: Api) -> Reconciler:
     metrics = ControllerMetrics()
     # A one-second grace instead of 35 s: this webhook's owner cache expires in 0.5 s.
-    return Reconciler(api, RuntimeSettings(), metrics=metrics,
-                      intent_grace=datetime.timedelta(seconds=1))
+    return Reconciler(api, PlanSettings(RuntimeSettings(),
+                                        intent_grace=datetime.timedelta(seconds=1)),
+                      metrics=metrics)
 
 
 def _metric(rec: Reconciler, name: str, **labels: str) -> float:

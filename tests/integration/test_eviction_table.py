@@ -19,6 +19,7 @@ import pytest
 
 from controller.api import Api
 from controller.metrics import ControllerMetrics
+from controller.plan import PlanSettings
 from controller.reconciler import Reconciler
 from controller.runtime import RuntimeSettings
 from localcluster import ApiError, Cluster, Kube
@@ -250,8 +251,9 @@ async def test_placeholders_at_priority_minus_10_are_never_patched_readmitted_or
     try:
         metrics = ControllerMetrics()
         # No grace: the runtime hook would act on the first pass if it were allowed to.
-        rec = Reconciler(api, RuntimeSettings(), metrics=metrics,
-                         intent_grace=datetime.timedelta(0))
+        rec = Reconciler(api, PlanSettings(RuntimeSettings(),
+                                           intent_grace=datetime.timedelta(0)),
+                         metrics=metrics)
         for _ in range(4):
             summary = await rec.reconcile()
             assert not summary.errors, summary.errors
