@@ -20,6 +20,7 @@ from controller.runtime import RuntimeSettings
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.cluster import ROOT
 from localcluster.kube import path, wait_for
+from localcluster.stack import WEBHOOK_NAMESPACE_LABEL, RunningWebhook, run_webhook
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -85,6 +86,15 @@ def workloads(controller_manager: Cluster, scheduler: Cluster, nodes: list[str])
     return controller_manager
 
 
+@pytest.fixture(scope="module")
+def webhook(cluster: Cluster, kube: Kube, workloads: Cluster,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
+    """The real webhook process, one per test module, registered for namespaces labelled
+    ``WEBHOOK_NAMESPACE_LABEL=on``."""
+    with run_webhook(cluster, kube, tmp_path_factory.mktemp("webhook")) as hook:
+        yield hook
+
+
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     """A fresh namespace with its default ServiceAccount, deleted after the test."""
@@ -93,6 +103,14 @@ def namespace(kube: Kube) -> Iterator[str]:
     wait_for("default ServiceAccount", lambda: kube.get(path("serviceaccounts", name, "default")))
     yield name
     kube.delete(path("namespaces", name=name))
+
+
+@pytest.fixture
+def hooked_ns(kube: Kube, namespace: str, webhook: RunningWebhook) -> str:
+    """A fresh namespace the webhook serves."""
+    kube.patch(path("namespaces", name=namespace),
+               {"metadata": {"labels": {WEBHOOK_NAMESPACE_LABEL: "on"}}})
+    return namespace
 
 
 CRD_DIR = ROOT / "deploy" / "crds"

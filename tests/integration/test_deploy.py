@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -315,6 +316,18 @@ def _spec_patch_denied(kube: Kube, url: str, headers: dict[str, str], change: di
 def test_uninstall_removes_it(installed: None, cluster: Cluster, kube: Kube) -> None:
     out = kubectl(cluster, "delete", "--dry-run=server", "-k", str(INSTALL))
     assert "deleted (server dry run)" in out.stdout
+    # kubectl names each object it deleted as <kind>.<group> "<name>" [from <ns> namespace];
+    # every object of the install is among them, and nothing else.
+    deleted = re.findall(r'^(\S+) "([^"]+)" deleted(?: from (\S+) namespace)? '
+                         r'\(server dry run\)$', out.stdout, re.M)
+    docs = [d for d in yaml.safe_load_all(kubectl(cluster, "kustomize", str(INSTALL)).stdout)
+            if d]
+    installed_objects = [(".".join(filter(None, (d["kind"].lower(),
+                                                  d["apiVersion"].rpartition("/")[0]))),
+                          d["metadata"]["name"], d["metadata"].get("namespace", ""))
+                         for d in docs]
+    assert ("namespace", "compactor-system", "") in installed_objects
+    assert sorted(deleted) == sorted(installed_objects), out.stdout
 
 
 def test_installed_accounts_are_enough_for_the_real_processes(

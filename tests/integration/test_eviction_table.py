@@ -11,7 +11,6 @@ import datetime
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from tests.integration.helpers import (
     install_foreign_crds,
     owner_ref,
     pod_template,
-    run_webhook,
 )
 
 ALL_KINDS = ["Deployment", "StatefulSet", "DaemonSet", "CronJob", "Job", "Rollout",
@@ -189,13 +187,6 @@ async def test_descheduler_evicts_only_deployment_and_statefulset_pods_of_every_
                         "DaemonSet": "apps/v1", "CronJob": "batch/v1", "Job": "batch/v1",
                         "Rollout": "argoproj.io/v1alpha1", "AnalysisRun": "argoproj.io/v1alpha1",
                         "StrimziPodSet": "core.strimzi.io/v1beta2", "Model": "kubeai.org/v1"}
-
-
-@pytest.fixture(scope="module")
-def webhook(cluster: Cluster, kube: Kube, workloads: Cluster,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
-    with run_webhook(cluster, kube, tmp_path_factory.mktemp("placeholders")) as hook:
-        yield hook
 
 
 def _placeholder_class(kube: Kube) -> None:

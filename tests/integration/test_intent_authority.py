@@ -9,41 +9,24 @@ nor absence may decide what a new Pod gets.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from compaction.intent import parse_intent
 from controller.reconciler import Reconciler
-from localcluster import Cluster, Kube
+from localcluster import Kube
 from localcluster.kube import path, wait_for
 from tests.integration.conftest import Policies
 from tests.integration.helpers import (
-    WEBHOOK_NAMESPACE_LABEL,
-    RunningWebhook,
     deployment,
     pod_template,
     pods_of,
-    run_webhook,
 )
 
 INTENT = "compactor.dev/intent"
 POLICY_LABEL = "compactor.dev/policy"
-
-
-@pytest.fixture(scope="module")
-def webhook(cluster: Cluster, kube: Kube, workloads: Cluster,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
-    with run_webhook(cluster, kube, tmp_path_factory.mktemp("authority")) as hook:
-        yield hook
-
-
-@pytest.fixture
-def hooked_ns(kube: Kube, namespace: str, webhook: RunningWebhook) -> str:
-    kube.patch(path("namespaces", name=namespace),
-               {"metadata": {"labels": {WEBHOOK_NAMESPACE_LABEL: "on"}}})
-    return namespace
 
 
 def _owner_ref(obj: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,6 @@ from tests.integration.helpers import (
     pinned_replica_set,
     pod_template,
     pods_of,
-    run_webhook,
     running_pods,
 )
 from tests.reference import reference_policy_evaluation
@@ -165,13 +164,6 @@ def test_a_compaction_policy_may_set_what_its_namespace_owner_decides(
                                  "ignorePvcPods": True, "evictLocalStoragePods": False}}})
     created = kube.create(_cp(namespace), body, dry_run=True)
     assert created["metadata"]["namespace"] == namespace
-
-
-@pytest.fixture(scope="module")
-def webhook(cluster: Cluster, kube: Kube, workloads: Cluster,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
-    with run_webhook(cluster, kube, tmp_path_factory.mktemp("precedence")) as hook:
-        yield hook
 
 
 def _admitted(kube: Kube, ns: str, owner: dict[str, Any]) -> tuple[str | None, str]:

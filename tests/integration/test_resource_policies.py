@@ -16,16 +16,13 @@ import pytest
 from compaction import names
 from compaction.resource_plan import parse_resource_plan
 from controller.reconciler import Reconciler
-from localcluster import ApiError, Cluster, Kube
+from localcluster import ApiError, Kube
 from localcluster.kube import path, wait_for
 from tests.integration.conftest import POLICY_API, Policies
 from tests.integration.helpers import (
-    WEBHOOK_NAMESPACE_LABEL,
-    RunningWebhook,
     owner_ref,
     pod_template,
     pods_of,
-    run_webhook,
 )
 
 CLUSTER_STATIC = path("clusterstaticpolicies", api=POLICY_API)
@@ -68,20 +65,6 @@ def test_integer_and_string_quantities_are_both_accepted(kube: Kube, compactor_c
         "requests"]["nvidia.com/gpu"] == 1
 
 
-@pytest.fixture(scope="module")
-def webhook(cluster: Cluster, kube: Kube, workloads: Cluster,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
-    with run_webhook(cluster, kube, tmp_path_factory.mktemp("resources")) as hook:
-        yield hook
-
-
-@pytest.fixture
-def hooked(kube: Kube, namespace: str, webhook: RunningWebhook) -> str:
-    kube.patch(path("namespaces", name=namespace),
-               {"metadata": {"labels": {WEBHOOK_NAMESPACE_LABEL: "on"}}})
-    return namespace
-
-
 @pytest.fixture
 def cluster_static(kube: Kube, compactor_crds: None) -> Iterator[list[str]]:
     made: list[str] = []
@@ -120,9 +103,9 @@ def _replica_set(kube: Kube, ns: str) -> dict[str, Any]:
 
 @pytest.mark.asyncio
 async def test_a_plan_from_two_policies_is_admitted_as_written_beside_the_compaction_intent(
-        kube: Kube, hooked: str, compaction_policies: Policies, cluster_static: list[str],
+        kube: Kube, hooked_ns: str, compaction_policies: Policies, cluster_static: list[str],
         in_process_reconciler: Reconciler) -> None:
-    ns = hooked
+    ns = hooked_ns
     pack = compaction_policies.make(ns)
     wide = f"s-{uuid.uuid4().hex[:6]}"
     kube.create(CLUSTER_STATIC, _body("ClusterStaticPolicy", wide, [
@@ -205,9 +188,9 @@ def _blocked(kube: Kube, ns: str, policy: str) -> str:
 
 @pytest.mark.asyncio
 async def test_a_limit_range_the_plan_would_break_is_neither_rejected_nor_applied(
-        kube: Kube, hooked: str, compactor_crds: None,
+        kube: Kube, hooked_ns: str, compactor_crds: None,
         in_process_reconciler: Reconciler) -> None:
-    ns = hooked
+    ns = hooked_ns
     kube.create(_static(ns), _body("StaticPolicy", "big", [
         {"name": "app", "requests": {"memory": "32Mi"}}]))
     rs, template = await _applied(kube, ns, in_process_reconciler, _two_containers("web"),
@@ -251,9 +234,9 @@ def _ratio_deployment(name: str, log: dict[str, Any]) -> dict[str, Any]:
 ], ids=["container", "pod"])
 @pytest.mark.asyncio
 async def test_a_limit_request_ratio_the_plan_keeps_applies_and_one_it_breaks_blocks_it(
-        kube: Kube, hooked: str, compactor_crds: None, in_process_reconciler: Reconciler,
+        kube: Kube, hooked_ns: str, compactor_crds: None, in_process_reconciler: Reconciler,
         kind: str, log: dict[str, Any]) -> None:
-    ns = hooked
+    ns = hooked_ns
     kube.create(path("limitranges", ns), {"metadata": {"name": "ratio"}, "spec": {"limits": [
         {"type": kind, "maxLimitRequestRatio": {"cpu": "4"}}]}})
     # 500m/125m is 4, at the ratio: kept, and the API server admits the Pod.

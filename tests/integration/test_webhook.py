@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -44,20 +43,6 @@ ROLLOUT_CRD = {
                  "openAPIV3Schema": {"type": "object",
                                      "x-kubernetes-preserve-unknown-fields": True}}}]},
 }
-
-
-@pytest.fixture(scope="module")
-def webhook(cluster: Cluster, kube: Kube, workloads: Cluster,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
-    with run_webhook(cluster, kube, tmp_path_factory.mktemp("webhook")) as hook:
-        yield hook
-
-
-@pytest.fixture
-def hooked_ns(kube: Kube, namespace: str) -> str:
-    kube.patch(path("namespaces", name=namespace),
-               {"metadata": {"labels": {WEBHOOK_NAMESPACE_LABEL: "on"}}})
-    return namespace
 
 
 def _assert_compacted(pods: list[dict[str, Any]], scheduler: str = "compactor-scheduler",

@@ -12,6 +12,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from certs import certificate
 from certs.authority import BACKDATE, issue_ca, issue_serving, service_names
+from certs.manager import CertSettings, secret_for, state_from_secret
 from certs.rotation import Lifetimes, Names, Phase, plan
 from webhook.tls import CertificateMismatch, CertReloader, check_names
 
@@ -19,6 +20,18 @@ NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)
 NAMES = Names(tuple(service_names("compactor-webhook", "compactor-system")))
 LIFE = Lifetimes(ca=365 * DAY, serving=90 * DAY, overlap=datetime.timedelta(minutes=10))
+
+
+@pytest.mark.parametrize("missing", ["ca.crt", "ca.key", "tls.crt", "tls.key", "ca-bundle.crt"])
+def test_the_state_is_read_back_from_its_secret_and_none_from_no_or_part_of_one(
+        missing: str) -> None:
+    state = plan(plan(None, NAMES, LIFE, NOW), NAMES, LIFE, NOW, force_ca=True)
+    settings = CertSettings("compactor-system", "tls", "compactor-webhook", NAMES, LIFE)
+    secret = secret_for(state, settings, "7")
+    assert state_from_secret(secret) == state
+    assert state_from_secret(None) is None
+    del secret["data"][missing]
+    assert state_from_secret(secret) is None
 
 
 def test_service_names_cover_every_form_the_api_server_may_use() -> None:

@@ -88,7 +88,8 @@ async def test_pod_of_an_annotated_deployment_is_patched(hook: Harness) -> None:
 
 @pytest.mark.asyncio
 async def test_dry_run_gets_the_same_patch(hook: Harness) -> None:
-    assert await hook.patch(review(pod(), dry_run=True)) == await hook.patch(review(pod()))
+    dry = await hook.patch(review(pod(), dry_run=True))
+    assert dry and dry == await hook.patch(review(pod()))
 
 
 @pytest.mark.asyncio
@@ -126,24 +127,32 @@ async def test_a_cronjobs_job_is_never_read_for_intent(api: FakeApi, hook: Harne
                for op in await hook.patch(review(pod(owner=standalone))))
 
 
+# Each with the outcome it is counted under: an owner of a kind with no intent is looked at
+# and found to have none, the rest are skipped before any lookup.
 SKIPS = [
-    ("mirror-pod", lambda: review(pod(annotations={"kubernetes.io/config.mirror": "x"}))),
-    ("kube-system", lambda: review(pod(ns="kube-system"), namespace="kube-system")),
+    ("mirror-pod", lambda: review(pod(annotations={"kubernetes.io/config.mirror": "x"})),
+     "skipped"),
+    ("kube-system", lambda: review(pod(ns="kube-system"), namespace="kube-system"), "skipped"),
     ("compactor-system", lambda: review(pod(ns="compactor-system"),
-                                        namespace="compactor-system")),
-    ("pod-opted-out", lambda: review(pod(labels={"compactor.dev/ignore": "true"}))),
-    ("bare-pod", lambda: review(pod(owner=None))),
-    ("update", lambda: review(pod(), operation="UPDATE")),
-    ("delete", lambda: review(None, operation="DELETE")),
-    ("not-a-pod", lambda: review({"metadata": {}}, kind="Deployment", group="apps")),
-    ("unsupported-owner-kind", lambda: review(pod(owner=OwnerRef("v1", "Node", "n", "u")))),
+                                        namespace="compactor-system"), "skipped"),
+    ("pod-opted-out", lambda: review(pod(labels={"compactor.dev/ignore": "true"})), "skipped"),
+    ("bare-pod", lambda: review(pod(owner=None)), "skipped"),
+    ("update", lambda: review(pod(), operation="UPDATE"), "skipped"),
+    ("delete", lambda: review(None, operation="DELETE"), "skipped"),
+    ("not-a-pod", lambda: review({"metadata": {}}, kind="Deployment", group="apps"), "skipped"),
+    ("unsupported-owner-kind", lambda: review(pod(owner=OwnerRef("v1", "Node", "n", "u"))),
+     "unchanged"),
 ]
 
 
-@pytest.mark.parametrize("make", [m for _, m in SKIPS], ids=[i for i, _ in SKIPS])
+@pytest.mark.parametrize(("make", "outcome"), [(m, o) for _, m, o in SKIPS],
+                         ids=[i for i, _, _ in SKIPS])
 @pytest.mark.asyncio
-async def test_skipped_requests_are_allowed_unchanged(hook: Harness, make: Any) -> None:
+async def test_skipped_requests_are_allowed_unchanged(hook: Harness, make: Any,
+                                                      outcome: str) -> None:
     assert await hook.patch(make()) == []
+    assert await hook.metric("compactor_admission_requests_total", outcome=outcome) == 1
+    assert await hook.metric("compactor_admission_requests_total", outcome="failed_open") == 0
 
 
 @pytest.mark.asyncio
@@ -158,6 +167,7 @@ async def test_opted_out_owner_is_skipped(api: FakeApi, hook: Harness) -> None:
     api.add("shop", DEPLOY, {"compactor.dev/intent": INTENT.render()},
             labels={"compactor.dev/ignore": "true"})
     assert await hook.patch(review(pod())) == []
+    assert await hook.metric("compactor_admission_requests_total", outcome="skipped") == 1
 
 
 @pytest.mark.asyncio

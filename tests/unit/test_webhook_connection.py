@@ -1,13 +1,18 @@
 """The connection deadlines (webhook/connection.py) on uvicorn's own h11 protocol, fed bytes
 through a stand-in transport: the boundary under test is what the protocol closes and when
-(tests/integration/test_hostile_clients.py sends the same over real sockets)."""
+(tests/integration/test_hostile_clients.py sends the same over real sockets).
+
+Each test runs on an event loop with a virtual clock, which jumps to the next timer whenever
+nothing else is ready: the deadlines are checked to the timer, with no wall-clock margin and
+no wait."""
 
 from __future__ import annotations
 
 import asyncio
+import selectors
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
@@ -17,6 +22,42 @@ T = 0.5  # the read and write timeouts of these tests, in seconds
 BODY = b'{"apiVersion":"admission.k8s.io/v1"}'
 HEAD = (b"POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"
         b"Content-Length: " + str(len(BODY)).encode() + b"\r\n\r\n")
+
+
+class _Clock:
+    now = 0.0
+
+
+class _IdleJumpsSelector(selectors.DefaultSelector):
+    """Polls without blocking; where the loop would wait ``timeout`` for I/O, the virtual
+    clock moves on by that much instead (the loop's timeout is its next timer's)."""
+
+    def __init__(self, clock: _Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def select(self, timeout: float | None = None) -> list[Any]:
+        events: list[Any] = super().select(0)
+        if not events and timeout:
+            self.clock.now += timeout
+        return events
+
+
+class VirtualClockLoop(asyncio.SelectorEventLoop):
+    def __init__(self) -> None:
+        self.clock = _Clock()
+        super().__init__(_IdleJumpsSelector(self.clock))
+
+    def time(self) -> float:
+        return self.clock.now
+
+
+def on_virtual_clock(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    def run() -> None:
+        with asyncio.Runner(loop_factory=VirtualClockLoop) as runner:
+            runner.run(test())
+    run.__name__ = test.__name__
+    return run
 
 
 class Transport(asyncio.Transport):
@@ -74,7 +115,7 @@ async def _answered(transport: Transport, count: int) -> None:
             await asyncio.sleep(0.001)
 
 
-@pytest.mark.asyncio
+@on_virtual_clock
 async def test_a_connection_that_sends_nothing_is_closed_after_the_read_timeout() -> None:
     _, transport = _connect()
     await asyncio.sleep(T * 0.5)
@@ -83,7 +124,7 @@ async def test_a_connection_that_sends_nothing_is_closed_after_the_read_timeout(
     assert transport.aborted
 
 
-@pytest.mark.asyncio
+@on_virtual_clock
 async def test_a_request_sent_whole_leaves_the_idle_connection_open() -> None:
     protocol, transport = _connect()
     for n in range(1, 4):
@@ -93,7 +134,7 @@ async def test_a_request_sent_whole_leaves_the_idle_connection_open() -> None:
     assert not transport.aborted
 
 
-@pytest.mark.asyncio
+@on_virtual_clock
 async def test_each_request_has_the_read_timeout_from_its_own_first_byte() -> None:
     protocol, transport = _connect()
     protocol.data_received(HEAD + BODY)
@@ -106,7 +147,7 @@ async def test_each_request_has_the_read_timeout_from_its_own_first_byte() -> No
     assert transport.aborted
 
 
-@pytest.mark.asyncio
+@on_virtual_clock
 async def test_a_request_head_sent_byte_by_byte_gets_no_more_time() -> None:
     protocol, transport = _connect()
     protocol.data_received(HEAD + BODY)
@@ -120,7 +161,7 @@ async def test_a_request_head_sent_byte_by_byte_gets_no_more_time() -> None:
     assert transport.aborted
 
 
-@pytest.mark.asyncio
+@on_virtual_clock
 async def test_a_response_the_client_does_not_read_must_drain_within_the_write_timeout(
         ) -> None:
     protocol, transport = _connect()
@@ -136,7 +177,7 @@ async def test_a_response_the_client_does_not_read_must_drain_within_the_write_t
     assert transport.aborted
 
 
-@pytest.mark.asyncio
+@on_virtual_clock
 async def test_a_closed_connection_leaves_no_deadline_behind() -> None:
     protocol, transport = _connect()
     protocol.data_received(HEAD)
