@@ -22,7 +22,7 @@ from typing import Any, Final
 import orjson
 
 from compaction import names
-from compaction.policy import Policy
+from compaction.policy import Policy, SchedulerMode
 from compaction.workload import WorkloadType
 
 VERSION: Final = 1
@@ -55,13 +55,19 @@ class Intent:
         return orjson.dumps(body).decode()
 
 
-def intent_for(policy: Policy, kind: WorkloadType) -> Intent:
+def intent_for(policy: Policy, kind: WorkloadType, managed_scheduler_up: bool = True
+               ) -> Intent:
     """What a workload of ``kind`` under ``policy`` asks of its new Pods: the policy label,
-    the workload-kind label the descheduler's eviction selector reads, and the scheduler."""
+    the workload-kind label the descheduler's eviction selector reads, and the scheduler;
+    no scheduler while the managed one cannot schedule (``managed_scheduler_up`` False), so
+    that no Pod waits for a scheduler that is not there."""
+    scheduler = policy.scheduler.scheduler_name
+    if policy.scheduler.mode is SchedulerMode.MANAGED and not managed_scheduler_up:
+        scheduler = None
     return Intent(
         policy=policy.id,
         labels={names.POLICY_LABEL: policy.id, names.WORKLOAD_KIND_LABEL: kind.value},
-        scheduler_name=policy.scheduler.scheduler_name,
+        scheduler_name=scheduler,
     )
 
 

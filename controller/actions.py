@@ -67,6 +67,13 @@ class Delete:
     tolerate: frozenset[int] = frozenset({404})  # gone already
 
 
+class EvictPurpose(StrEnum):
+    """Why the controller evicts (the value is a metric label)."""
+
+    RUNTIME_HOOK = "runtime_hook"  # a Pod that missed its admission state is replaced
+    STRANDED = "stranded"  # a Pod left Pending on a compaction scheduler that cannot run
+
+
 @dataclass(frozen=True)
 class Evict:
     """An eviction through the Eviction API (PodDisruptionBudgets decide) of the Pod with
@@ -80,6 +87,7 @@ class Evict:
     # another took its name. (A 429 is a disruption budget saying no: a back-off, not this.)
     tolerate: frozenset[int] = frozenset({404, 409})
     then: tuple[Action, ...] = ()
+    purpose: EvictPurpose = EvictPurpose.RUNTIME_HOOK
 
     @property
     def path(self) -> str:
@@ -126,6 +134,10 @@ class Plan:
     # Resource plans found blocked (first seen, or again after an hour), by reason.
     resources_blocked: Mapping[str, int] = field(default_factory=dict)
     drain_memo: DrainMemo | None = None  # for the next pass's plan to reuse
+    # Where new Pods of managed-scheduler policies go: the SchedulerReady reason
+    # (controller.scheduler_health.Routing), and how many stranded Pods this pass replaces.
+    scheduler_routing: str = "Available"
+    stranded: int = 0
 
     def of(self, kind: type[Any]) -> list[Any]:
         """The actions of one type, in order (for tests and logs)."""

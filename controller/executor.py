@@ -31,6 +31,7 @@ from controller.actions import (
     Create,
     Delete,
     Evict,
+    EvictPurpose,
     Patch,
     Plan,
     RecordEvent,
@@ -105,6 +106,7 @@ class Executor:
         self.metrics.suppressions.inc(plan.suppressions)
         self.metrics.evictions.labels("skipped").inc(plan.skipped_evictions)
         self.metrics.show_plans(plan.drains)
+        self.metrics.show_routing(plan.scheduler_routing)
         return summary, memory
 
     async def _concurrently(self, batch: Sequence[Action], summary: Summary, memory: Memory,
@@ -177,8 +179,13 @@ class Executor:
                          ns, name)
                 return memory.blocked(action.workload, now)
             raise
-        self.metrics.evictions.labels("evicted").inc()
-        log.info("evicted %s/%s to converge %s", ns, name, action.workload)
+        if action.purpose is EvictPurpose.STRANDED:
+            self.metrics.stranded.inc()
+            log.warning("evicted %s/%s: it waited for a compaction scheduler that cannot run",
+                        ns, name)
+        else:
+            self.metrics.evictions.labels("evicted").inc()
+            log.info("evicted %s/%s to converge %s", ns, name, action.workload)
         memory = memory.evicting(action.workload, action.pod_uid, now)
         return await self._run(action.then, summary, memory, now)
 

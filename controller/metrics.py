@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from compaction.resource_plan import BlockReason
 from controller.drains import DrainPlan
+from controller.scheduler_health import Routing
 
 
 class ControllerMetrics:
@@ -63,6 +64,15 @@ class ControllerMetrics:
         self.unremovable = Gauge(
             "compactor_nodes_unremovable", "Nodes of the policy's pool that cannot be freed, "
             "by their first reason.", ["policy", "reason"], registry=r)
+        self.scheduler_routing = Gauge(
+            "compactor_scheduler_routing", "1 for where new Pods of managed-scheduler policies "
+            "go now, by the SchedulerReady reason: Available or Starting (to "
+            "compactor-scheduler), Unavailable or Recovering (to the default scheduler).",
+            ["state"], registry=r)
+        self.stranded = Counter(
+            "compactor_stranded_pods_replaced", "Pods left Pending on a compaction scheduler "
+            "with no available replica, replaced through the Eviction API so that their owners "
+            "recreate them for the default scheduler.", registry=r)
         self.leader = Gauge(
             "compactor_controller_leader", "1 while this replica holds the controller's Lease "
             "(the one replica that writes), else 0.", registry=r)
@@ -70,6 +80,12 @@ class ControllerMetrics:
             self.evictions.labels(result)
         for reason in BlockReason:
             self.resource_plans_blocked.labels(reason.value)
+        for state in Routing:
+            self.scheduler_routing.labels(state.value)
+
+    def show_routing(self, state: str) -> None:
+        for each in Routing:
+            self.scheduler_routing.labels(each.value).set(1 if each.value == state else 0)
 
     def show_plans(self, drains: Iterable[DrainPlan]) -> None:
         """The planner's gauges, as of this pass (a policy gone leaves no series)."""

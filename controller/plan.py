@@ -25,6 +25,7 @@ from compaction.intent import Intent
 from compaction.policy import Policy, SchedulerMode
 from compaction.precedence import select
 from compaction.resource_plan import Composition
+from compaction.safety import EVICTABLE_KINDS
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
 from controller import descheduler, drain_memo, resources, runtime_hook, scheduler
@@ -33,6 +34,8 @@ from controller.actions import (
     Apply,
     Create,
     Delete,
+    Evict,
+    EvictPurpose,
     Patch,
     Plan,
     Target,
@@ -46,6 +49,15 @@ from controller.node_taints import plan_taints
 from controller.objects import format_time
 from controller.pods import OwnerIndex, pod_patch, stale_copies
 from controller.runtime import RuntimeSettings, scheduler_image
+from controller.scheduler_health import (
+    DOWN_AFTER,
+    FALLBACK,
+    RECOVERY,
+    STRANDED_AFTER,
+    Routing,
+    SchedulerHealth,
+    judge,
+)
 from controller.snapshot import (
     EvaluationObject,
     NodeInfo,
@@ -77,6 +89,12 @@ class PlanSettings:
     default_evaluation: bool = True
     # Schedulers a Pod keeps when it names one (the webhook's setting of the same name).
     exempt_schedulers: frozenset[str] = names.EXEMPT_SCHEDULERS
+    # The compaction scheduler's health (controller.scheduler_health): without an available
+    # replica this long, new Pods go to the default scheduler; back to it once available
+    # this long; Pods left Pending on it this long while it is down are replaced.
+    scheduler_down_after: datetime.timedelta = DOWN_AFTER
+    scheduler_recovery: datetime.timedelta = RECOVERY
+    stranded_after: datetime.timedelta = STRANDED_AFTER
 
 
 @dataclass
@@ -100,38 +118,106 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     evaluation = snapshot.evaluation.evaluation if snapshot.evaluation else DEFAULT
     out = _Pass()
     _evaluation(snapshot.evaluation, settings, now, out)
+    health, fell_back = _health(snapshot, active, settings, now)
+    up = health.routes
+    _routing_events(health, fell_back, settings, out)
     composed = resources.compositions(snapshot, evaluation)
-    decided = _workloads(snapshot.workloads, active, evaluation, composed, out)
+    decided = _workloads(snapshot.workloads, active, evaluation, composed, up, out)
     index = OwnerIndex.build(snapshot.owners)
-    _stale_copies(index, decided, composed, out)
+    _stale_copies(index, decided, composed, up, out)
     members = _membership(snapshot.pods, index, decided)
     blocking = resources.blocked_events(snapshot.workloads, composed, memory, now)
     out.actions.extend(blocking.events)
     observed = label_values(snapshot.nodes)
     pools = {p.id: descheduler.node_pool(p, observed) for p in active}
     node_labels = {n.name: n.labels for n in snapshot.nodes}
-    paused = frozenset(_converging(snapshot.pods, members, pools, node_labels,
-                                   settings.exempt_schedulers))
+    # Policies that start no drain now: their runtime hook still has Pods to replace, or
+    # their scheduler cannot schedule (a drain's evictees would wait for it).
+    waiting = set() if up else {p.id for p in active if p.scheduler.mode is SchedulerMode.MANAGED}
+    paused = frozenset(waiting | _converging(snapshot.pods, members, pools, node_labels,
+                                             settings.exempt_schedulers, up))
     drains, memo = drain_memo.reuse_or_plan(
         memory.drains, [(p, pools[p.id]) for p in active], snapshot.nodes, snapshot.pods,
         {k: m.member for k, m in members.items()}, snapshot.pdbs, now, settings.drain_timeout,
         paused)
     draining = {key: d.policy for d in drains for node in d.draining for key in d.evict[node]}
-    _pods(snapshot.pods, members, draining, out)
+    _pods(snapshot.pods, members, draining, up, out)
     _runtime_hook(decided, members, node_labels, pools, snapshot.pods, settings, memory, now,
-                  out)
+                  waiting, out)
+    stranded = _stranded(snapshot.pods, members, health, settings, now, out)
     out.actions += plan_taints(snapshot.nodes, drains, {p.id: p for p in active}, memory, now)
-    available = _scheduler(active, snapshot, settings, memory, now, out)
+    _scheduler(active, snapshot, settings, memory, now, out)
     sizes = _deschedulers(active, pools, observed, out.managed, snapshot, settings, memory,
                           out)
-    _status(snapshot.policies, out.managed, available, sizes,
+    _status(snapshot.policies, out.managed, health, settings, sizes,
             {d.policy: d for d in drains}, now, out)
     out.actions.extend(resources.static_status(
         snapshot.static_policies, composed,
         ((pod, m.workload.key) for pod in snapshot.pods if (m := members.get(pod.key))), now))
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
                 out.suppressions, out.skipped, tuple(drains), tuple(out.selections),
-                blocking.newly, memo)
+                blocking.newly, memo, health.routing.value, stranded)
+
+
+# --- the compaction scheduler's health -------------------------------------------------
+
+
+def _health(snapshot: Snapshot, active: list[Policy], settings: PlanSettings,
+            now: datetime.datetime) -> tuple[SchedulerHealth, bool]:
+    """Whether new Pods may go to the compaction scheduler, and whether the last pass sent
+    them elsewhere (read from the status it wrote, so a restart changes nothing)."""
+    fell_back = any(
+        c.get("type") == "SchedulerReady" and c.get("reason") in FALLBACK
+        for obj in snapshot.policies for c in obj.status.get("conditions") or []
+        if isinstance(c, Mapping))
+    own = _own(snapshot).get(("Deployment", scheduler.DEPLOYMENT))
+    if own is None and not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
+        return SchedulerHealth(Routing.STARTING), fell_back  # nothing is sent to it
+    return judge(own, fell_back, now, settings.scheduler_down_after,
+                 settings.scheduler_recovery), fell_back
+
+
+def _routing_events(health: SchedulerHealth, fell_back: bool, settings: PlanSettings,
+                    out: _Pass) -> None:
+    """An Event on the scheduler's Deployment when new Pods start going elsewhere, and when
+    they go to it again."""
+    if health.routes == fell_back:
+        reason = "CompactionSchedulerRestored" if health.routes else \
+            "CompactionSchedulerUnavailable"
+        out.actions.append(namespaced_event(
+            "Deployment", settings.namespace, scheduler.DEPLOYMENT, "", reason,
+            health.message(settings.scheduler_recovery),
+            "Normal" if health.routes else "Warning"))
+
+
+def _stranded(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
+              health: SchedulerHealth, settings: PlanSettings, now: datetime.datetime,
+              out: _Pass) -> int:
+    """Pods left Pending on the compaction scheduler while it cannot schedule, for longer
+    than ``stranded_after``, are replaced through the Eviction API (budgets decide), so that
+    their owners recreate them with the intent in force, which names no scheduler now. Only
+    Pods of the kinds the eviction table allows, and only once admission has had the intent
+    grace to see the fallen-back intent. Returns how many."""
+    if health.routing is not Routing.UNAVAILABLE:
+        return 0
+    fell_back_at = (health.since or now) + settings.scheduler_down_after
+    if now - fell_back_at < settings.intent_grace:
+        return 0
+    count = 0
+    for pod in pods:
+        m = members.get(pod.key)
+        if (m is None or pod.scheduler_name != names.MANAGED_SCHEDULER or pod.node_name
+                or pod.deleting or pod.phase not in ("", "Pending") or pod.created is None
+                or now - pod.created < settings.stranded_after
+                or m.workload.view.kind not in EVICTABLE_KINDS):
+            continue
+        count += 1
+        out.actions.append(Evict(pod.namespace, pod.name, pod.uid, m.workload.path, then=(
+            workload_event(m.workload, "StrandedPodReplaced", (
+                f"pod {pod.name} waited {now - pod.created} for {names.MANAGED_SCHEDULER}, "
+                "which has no available replica; evicted so that it is recreated for the "
+                "default scheduler"), "Warning"),), purpose=EvictPurpose.STRANDED))
+    return count
 
 
 # --- workloads ----------------------------------------------------------------------
@@ -139,7 +225,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
 
 def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
                evaluation: Evaluation, composed: Mapping[WorkloadKey, Composition],
-               out: _Pass) -> dict[WorkloadKey, tuple[WorkloadObject, Policy | None]]:
+               up: bool, out: _Pass) -> dict[WorkloadKey, tuple[WorkloadObject, Policy | None]]:
     decided: dict[WorkloadKey, tuple[WorkloadObject, Policy | None]] = {}
     for w in workloads:
         selection = select(active, w.view, evaluation)
@@ -147,7 +233,7 @@ def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
         decided[w.key] = (w, policy)
         if policy is not None:
             out.managed[policy.id] += 1
-        patch = workload_patch(w, intent_of(policy, w.view.kind),
+        patch = workload_patch(w, intent_of(policy, w.view.kind, up),
                                resources.planned(composed.get(w.key)))
         if patch is None:
             continue
@@ -165,10 +251,10 @@ def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
 
 
 def _wanted_annotations(w: WorkloadObject, policy: Policy | None,
-                        plan: str | None) -> dict[str, str]:
+                        plan: str | None, up: bool) -> dict[str, str]:
     """The workload's annotations once this pass has patched it."""
     wanted = dict(w.annotations)
-    intent = intent_of(policy, w.view.kind)
+    intent = intent_of(policy, w.view.kind, up)
     for key, value in ((names.INTENT_ANNOTATION, intent.render() if intent else None),
                        (names.RESOURCES_ANNOTATION, plan)):
         if value is None:
@@ -180,14 +266,14 @@ def _wanted_annotations(w: WorkloadObject, policy: Policy | None,
 
 def _stale_copies(index: OwnerIndex,
                   decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
-                  composed: Mapping[WorkloadKey, Composition], out: _Pass) -> None:
+                  composed: Mapping[WorkloadKey, Composition], up: bool, out: _Pass) -> None:
     """Our annotations on ReplicaSets (and a CronJob's Jobs) that their workload no longer
     carries are removed, so that ``kubectl`` shows the truth there too."""
     for key, parent in index.intermediates():
         if parent not in decided:
             continue
         ops = stale_copies(index.annotations.get(key, {}), _wanted_annotations(
-            *decided[parent], resources.planned(composed.get(parent))))
+            *decided[parent], resources.planned(composed.get(parent)), up))
         if ops:
             out.actions.append(Patch(kinds.kind(key[0]).path(key[1], key[2]), ops,
                                      Target.STALE_COPY, "json", frozenset({404, 422})))
@@ -229,7 +315,7 @@ def _membership(pods: Iterable[PodInfo], index: OwnerIndex,
 
 
 def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
-          draining: Mapping[tuple[str, str], str], out: _Pass) -> None:
+          draining: Mapping[tuple[str, str], str], up: bool, out: _Pass) -> None:
     intents: dict[tuple[str, WorkloadType], Intent | None] = {}
     pod_kind = kinds.kind("Pod")
     for pod in pods:
@@ -238,7 +324,7 @@ def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership
             continue
         which = (m.policy.id if m.policy else "", m.workload.view.kind)
         if which not in intents:
-            intents[which] = intent_of(m.policy, m.workload.view.kind)
+            intents[which] = intent_of(m.policy, m.workload.view.kind, up)
         patch = pod_patch(pod, intents[which], m.workload.suppressed, draining.get(pod.key))
         if patch is not None:
             out.actions.append(Patch(pod_kind.path(pod.namespace, pod.name), patch, Target.POD))
@@ -246,8 +332,8 @@ def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership
 
 def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
                 pools: Mapping[str, LabelSelector],
-                node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str]
-                ) -> set[str]:
+                node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
+                up: bool) -> set[str]:
     """Policies whose runtime hook still has Pods to replace: it starts no new drain
     meanwhile (the drains under way go on), since the hook's replacements and a drain's
     evictees would contend for the same room, and an evictee that finds none comes back to
@@ -263,7 +349,7 @@ def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Memb
             continue
         which = (m.policy.id, m.workload.view.kind)
         if which not in intents:
-            intents[which] = intent_of(m.policy, m.workload.view.kind)
+            intents[which] = intent_of(m.policy, m.workload.view.kind, up)
         intent = intents[which]
         if intent is not None and awaits_replacement(
                 pod, intent, m.policy, node_labels.get(pod.node_name), pools[m.policy.id],
@@ -277,7 +363,10 @@ def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | N
                   node_labels: Mapping[str, Mapping[str, str]],
                   pools: Mapping[str, LabelSelector], pods: Iterable[PodInfo],
                   settings: PlanSettings, memory: Memory, now: datetime.datetime,
-                  out: _Pass) -> None:
+                  waiting: set[str], out: _Pass) -> None:
+    """``waiting``: policies whose scheduler cannot schedule; their hook replaces nothing
+    meanwhile (a replacement would wait for that scheduler, or converge to an intent about to
+    change back)."""
     by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
     for pod in pods:
         m = members.get(pod.key)
@@ -288,6 +377,8 @@ def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | N
             forget = runtime_hook.forget(workload)
             if forget is not None:
                 out.actions.append(forget)
+            continue
+        if policy.id in waiting:
             continue
         decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
                                        pools[policy.id], memory, now, settings.intent_grace,
@@ -411,7 +502,8 @@ def _plan_status(d: DrainPlan) -> dict[str, Any]:
                             for u in (*d.abandoned, *d.unremovable)][:50]}
 
 
-def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], available: bool,
+def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int],
+            health: SchedulerHealth, settings: PlanSettings,
             pools: Mapping[str, int], drains: Mapping[str, DrainPlan], now: datetime.datetime,
             out: _Pass) -> None:
     stamp = format_time(now)
@@ -424,7 +516,8 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int], availa
                                render_conditions(conditions, previous, obj.generation, stamp))
         else:
             count = managed.get(obj.id, 0)
-            conditions = policy_conditions(policy, available, pools.get(obj.id), count)
+            conditions = policy_conditions(policy, health, settings.scheduler_recovery,
+                                           pools.get(obj.id), count)
             body = status_body(policy.enabled, policy.scheduler.scheduler_name,
                                policy.scheduler.mode.value, count, obj.generation,
                                render_conditions(conditions, previous, obj.generation, stamp))

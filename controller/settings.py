@@ -214,6 +214,10 @@ def _certs(e: _Env, namespace: str) -> CertSettings | None:
         lifetimes=lifetimes)
 
 
+def _seconds(e: _Env, name: str, default: datetime.timedelta) -> datetime.timedelta:
+    return datetime.timedelta(seconds=e.number(name, default.total_seconds()))
+
+
 def load(env: Mapping[str, str] = os.environ) -> ControllerSettings:
     """Every setting from ``env``; SettingsError naming every bad variable."""
     e = _Env(env)
@@ -231,7 +235,13 @@ def load(env: Mapping[str, str] = os.environ) -> ControllerSettings:
             drain_timeout=e.duration("COMPACTOR_CONTROLLER_DRAIN_TIMEOUT", d.drain_timeout),
             default_evaluation=e.flag("COMPACTOR_POLICY_EVALUATION_DEFAULT",
                                       d.default_evaluation),
-            exempt_schedulers=parse_exempt_schedulers(exempt)),
+            exempt_schedulers=parse_exempt_schedulers(exempt),
+            scheduler_down_after=_seconds(e, "COMPACTOR_CONTROLLER_SCHEDULER_DOWN_AFTER_SECONDS",
+                                          d.scheduler_down_after),
+            scheduler_recovery=_seconds(e, "COMPACTOR_CONTROLLER_SCHEDULER_RECOVERY_SECONDS",
+                                        d.scheduler_recovery),
+            stranded_after=_seconds(e, "COMPACTOR_CONTROLLER_STRANDED_AFTER_SECONDS",
+                                    d.stranded_after)),
         kubeconfig=e.text("COMPACTOR_CONTROLLER_KUBECONFIG", "") or e.text("KUBECONFIG", "")
         or None,
         resync_seconds=e.number("COMPACTOR_CONTROLLER_RESYNC_SECONDS", 30.0),

@@ -321,6 +321,10 @@ class OwnObject:
     labels: Mapping[str, str]
     revision: str  # controller.objects.revision: changes when its desired state changes
     available_replicas: int = 0
+    created: datetime.datetime | None = None
+    # A Deployment's ``Available`` condition: its status, and since when it has held it.
+    available: bool | None = None
+    available_changed: datetime.datetime | None = None
 
     @property
     def policy(self) -> str | None:
@@ -328,10 +332,15 @@ class OwnObject:
 
 
 def parse_own(kind: str, obj: Mapping[str, Any]) -> OwnObject:
-    m = meta(obj)
+    m, status = meta(obj), section(obj, "status")
+    condition = next((c for c in status.get("conditions") or []
+                      if isinstance(c, Mapping) and c.get("type") == "Available"), None)
     return OwnObject(kind, str(m.get("name") or ""), str_map(m.get("labels")),
-                     revision(kind, obj),
-                     int(section(obj, "status").get("availableReplicas") or 0))
+                     revision(kind, obj), int(status.get("availableReplicas") or 0),
+                     parse_time(m.get("creationTimestamp")),
+                     None if condition is None else condition.get("status") == "True",
+                     None if condition is None else parse_time(
+                         condition.get("lastTransitionTime")))
 
 
 @dataclass(frozen=True)

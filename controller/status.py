@@ -12,6 +12,7 @@ import orjson
 from compaction.policy import Policy, SchedulerMode
 from compaction.problem import Problem
 from controller.objects import format_time
+from controller.scheduler_health import Routing, SchedulerHealth
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,20 @@ def invalid_conditions(problems: Sequence[Problem]) -> list[Condition]:
             Condition("DeschedulerReady", False, "InvalidSpec", "policy is invalid")]
 
 
-def policy_conditions(policy: Policy, scheduler_available: bool,
-                      pool_nodes: int | None, managed: int) -> list[Condition]:
-    """``pool_nodes``: how many nodes the descheduler's pool holds; None while its CronJob
-    has not been created."""
+def policy_conditions(policy: Policy, scheduler: SchedulerHealth,
+                      recovery: datetime.timedelta, pool_nodes: int | None, managed: int
+                      ) -> list[Condition]:
+    """``scheduler``: the compaction scheduler's health (its reason is the condition's);
+    ``pool_nodes``: how many nodes the descheduler's pool holds; None while its CronJob has
+    not been created."""
     valid = Condition("Valid", True, "Valid", "spec is valid")
     mode = policy.scheduler.mode
     if not policy.enabled:
         return [valid, Condition("SchedulerReady", True, "Disabled", "policy is disabled"),
                 Condition("DeschedulerReady", True, "Disabled", "policy is disabled")]
     if mode is SchedulerMode.MANAGED:
-        sched = (Condition("SchedulerReady", True, "Available",
-                           "compactor-scheduler is running") if scheduler_available else
-                 Condition("SchedulerReady", False, "Progressing",
-                           "waiting for the compactor-scheduler Deployment to be available"))
+        sched = Condition("SchedulerReady", scheduler.routing is Routing.AVAILABLE,
+                          scheduler.routing.value, scheduler.message(recovery))
     elif mode is SchedulerMode.EXTERNAL:
         sched = Condition("SchedulerReady", True, "External",
                           f"Pods target {policy.scheduler.external_scheduler_name}; "

@@ -128,5 +128,6 @@ def workload_patch(workload: WorkloadObject, intent: Intent | None,
     return metadata_patch(workload.labels, workload.annotations, want_labels, want_annotations)
 
 
-def intent_of(policy: Policy | None, kind: WorkloadType) -> Intent | None:
-    return intent_for(policy, kind) if policy is not None else None
+def intent_of(policy: Policy | None, kind: WorkloadType, managed_scheduler_up: bool = True
+              ) -> Intent | None:
+    return intent_for(policy, kind, managed_scheduler_up) if policy is not None else None

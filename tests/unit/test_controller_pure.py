@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import replace
 from typing import Any
 
@@ -11,6 +12,7 @@ from compaction.intent import intent_for
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.pods import OwnerIndex, is_protected, pod_patch, stale_copies
+from controller.scheduler_health import Routing, SchedulerHealth
 from controller.scheduling import Placement, Toleration
 from controller.snapshot import OwnerInfo, PodInfo, owner_parser, parse_pod
 from controller.status import Condition, policy_conditions, render_conditions
@@ -134,6 +136,10 @@ def test_a_pod_tolerating_the_drain_taint_is_protected(toleration: Toleration,
     assert is_protected(pod) is protected
 
 
+UP = SchedulerHealth(Routing.AVAILABLE)
+DOWN = SchedulerHealth(Routing.UNAVAILABLE)
+MINUTE = datetime.timedelta(minutes=1)
+
 RS = OwnerInfo("ReplicaSet", "shop", "web-1", ("Deployment", "web"), {})
 
 
@@ -210,14 +216,14 @@ def test_condition_transition_time_moves_only_when_status_flips() -> None:
 def test_scheduler_readiness_depends_on_mode() -> None:
     external = parse_policy({"metadata": {"name": "e"}, "spec": {"scheduler": {
         "useManagedScheduler": False, "externalSchedulerName": "x"}}})
-    assert policy_conditions(external, False, 3, 1)[1].reason == "External"
-    assert policy_conditions(POLICY, False, 3, 1)[1].status is False
+    assert policy_conditions(external, DOWN, MINUTE, 3, 1)[1].reason == "External"
+    assert policy_conditions(POLICY, DOWN, MINUTE, 3, 1)[1].status is False
 
 
 def test_descheduler_readiness_says_why_it_cannot_run() -> None:
-    assert policy_conditions(POLICY, True, None, 1)[2].reason == "Progressing"
-    assert policy_conditions(POLICY, True, 3, 0)[2].reason == "Suspended"
-    no_pool = policy_conditions(POLICY, True, 0, 4)[2]
+    assert policy_conditions(POLICY, UP, MINUTE, None, 1)[2].reason == "Progressing"
+    assert policy_conditions(POLICY, UP, MINUTE, 3, 0)[2].reason == "Suspended"
+    no_pool = policy_conditions(POLICY, UP, MINUTE, 0, 4)[2]
     assert (no_pool.status, no_pool.reason) == (False, "NoMatchingNodes")
     assert "spec.descheduler.nodeSelector" in no_pool.message
-    assert policy_conditions(POLICY, True, 3, 4)[2].reason == "Scheduled"
+    assert policy_conditions(POLICY, UP, MINUTE, 3, 4)[2].reason == "Scheduled"
