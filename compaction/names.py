@@ -1,4 +1,5 @@
-"""Every name that several parts of Compactor must agree on (see DESIGN.md)."""
+"""Every name that several parts of Compactor must agree on (docs/architecture.md, "Names",
+lists them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`python -m localcluster.observe`: the README's dashboard picture, from a real run.
+"""`python -m localcluster.observe`: the dashboard picture of docs/observability.md, from a
+real run.
 
 The 6-node compaction of the end-to-end test (webhook registered with the API server,
 controller, compaction scheduler, the real descheduler) with a Prometheus scraping the

@@ -1,5 +1,6 @@
-"""The metrics the README documents, read from its metric tables (``| metric | type | labels |``),
-so that a test can ask Prometheus for each one, including those documented later."""
+"""The metrics docs/observability.md documents, read from its metric tables
+(``| metric | type | labels |``), so that a test can ask Prometheus for each one, including
+those documented later."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "observability.md"
 _HEADER = re.compile(r"^\|\s*metric\s*\|\s*type\s*\|\s*labels\s*\|\s*$")
 _NAME = re.compile(r"^`([a-zA-Z_:][a-zA-Z0-9_:]*)`$")
 _LABELS = re.compile(r"^\s*`([a-z_][a-z0-9_]*)`(?:\s*,\s*`([a-z_][a-z0-9_]*)`)*")
@@ -45,10 +46,10 @@ def parse_labels(cell: str) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]
     return labels, values
 
 
-def documented_metrics(readme: Path = README) -> list[DocumentedMetric]:
+def documented_metrics(page: Path = PAGE) -> list[DocumentedMetric]:
     out: list[DocumentedMetric] = []
     in_table = False
-    for line in readme.read_text().splitlines():
+    for line in page.read_text().splitlines():
         if _HEADER.match(line):
             in_table = True
             continue
@@ -62,10 +63,10 @@ def documented_metrics(readme: Path = README) -> list[DocumentedMetric]:
             continue
         name = _NAME.match(cells[0])
         if not name:
-            raise ValueError(f"README metric table row without a `metric_name`: {line}")
+            raise ValueError(f"{page.name}: metric table row without a `metric_name`: {line}")
         kind = cells[1].split(",")[0].split()[0].lower()
         if kind not in ("counter", "gauge", "histogram"):
-            raise ValueError(f"README metric {name.group(1)}: unknown type {cells[1]!r}")
+            raise ValueError(f"{page.name}: metric {name.group(1)}: unknown type {cells[1]!r}")
         labels, values = parse_labels(cells[2])
         out.append(DocumentedMetric(name.group(1), kind, labels, values))
     return out

@@ -42,7 +42,7 @@ def _ccp(name: str | None = None) -> str:
 @pytest.fixture(scope="module")
 def stack(cluster: Cluster, kube: Kube, workloads: Cluster, nodes: list[str],
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningWebhook]:
-    """CRD, the compaction scheduler and the webhook (short negative TTL, see the README)."""
+    """CRD, the compaction scheduler and the webhook (short negative TTL, see docs/install.md)."""
     obj = yaml.safe_load(CRD.read_text())
     kube.apply(path("customresourcedefinitions", name=obj["metadata"]["name"]), obj)
     wait_for("CRD served", lambda: kube.get(f"/{API}").get("resources"))

@@ -531,7 +531,7 @@ def _compactor_objects(kube: Kube) -> set[Key]:
 def test_uninstall_leaves_only_the_crds_their_policies_and_the_namespace(
         release: dict[str, str], fresh_kube: Kube, bin_dir: Path, operator_crds: list[str]
         ) -> None:
-    """As the README says: Helm never deletes the CRDs of crds/ (that would delete every
+    """As docs/install.md says: Helm never deletes the CRDs of crds/ (that would delete every
     policy), and the namespace was made by --create-namespace."""
     policy = "keep-me"
     fresh_kube.create(path("clustercompactionpolicies", api="apis/compactor.dev/v1alpha1"), {

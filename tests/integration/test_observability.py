@@ -1,6 +1,6 @@
 """What an operator sees, for real: a Prometheus on loopback scrapes the webhook and two
-controller replicas, every metric the README documents is queried through its HTTP API and
-checked against what this module did, the alert rules load and judge the live series, every
+controller replicas, every metric docs/observability.md documents is queried through its HTTP
+API and checked against what this module did, the alert rules load and judge the live series, every
 dashboard query returns a series and the dashboard renders to a PNG, and `kubectl get ccp`
 shows the policy's state.
 
@@ -480,7 +480,8 @@ DOCUMENTED = documented_metrics()
 
 
 def test_every_documented_metric_has_an_expectation_here() -> None:
-    """A metric added to the README's tables must be given its expected value below."""
+    """A metric added to the tables of docs/observability.md must be given its expected value
+    below."""
     assert sorted(m.name for m in DOCUMENTED) == sorted(EXPECTED)
 
 
