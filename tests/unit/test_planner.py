@@ -455,6 +455,39 @@ def test_the_benchmarks_thousand_node_plan_keeps_every_invariant() -> None:
         assert all(a <= nodes[name].allocatable[r] for r, a in used.items()), name
 
 
+@pytest.mark.parametrize(("nodes", "policies"), [(100, 1), (100, 20), (1000, 20)])
+def test_the_benchmarks_plans_give_every_node_and_pod_a_verdict(nodes: int,
+                                                                  policies: int) -> None:
+    snapshot = planner_bench.cluster(nodes, policies)
+    result = plan_pass(snapshot, PlanSettings(RuntimeSettings()), NOW)
+    assert len(result.drains) == policies
+    assert planner_bench.verdicts(snapshot, result.drains) == []
+
+
+def test_the_benchmarks_policies_share_every_node_each_in_namespaces_of_its_own() -> None:
+    snapshot = planner_bench.cluster(1000, 20)
+    scoped = [p.policy.scope.namespace_selector.values for p in snapshot.policies
+              if p.policy is not None and p.policy.scope.namespace_selector is not None]
+    assert len(scoped) == 20 and len({ns for values in scoped for ns in values}) == 40
+    owner = {ns: i for i, values in enumerate(scoped) for ns in values}
+    on: dict[str, set[int]] = {n.name: set() for n in snapshot.nodes}
+    for p in snapshot.pods:
+        if not p.daemon:
+            on[p.node_name].add(owner[p.namespace])
+    assert min(map(len, on.values())) >= 10
+    assert sum(not p.daemon for p in snapshot.pods) == 29_100
+
+
+def test_the_benchmarks_check_finds_pods_left_behind_and_pods_of_no_policy() -> None:
+    snapshot = planner_bench.cluster(100, 20)
+    drains = plan_pass(snapshot, PlanSettings(RuntimeSettings()), NOW).drains
+    unplaced = [replace(drains[0], moves={}), *drains[1:]]
+    assert any("unplaced" in p for p in planner_bench.verdicts(snapshot, unplaced))
+    orphaned = replace(snapshot, policies=snapshot.policies[1:])
+    drains = plan_pass(orphaned, PlanSettings(RuntimeSettings()), NOW).drains
+    assert "unexpected reasons: no_policy" in planner_bench.verdicts(orphaned, drains)
+
+
 def _pending(name: str, cpu: float) -> PodInfo:
     return replace(pod(name, "", cpu), phase="Pending", ready=False)
 
