@@ -43,7 +43,7 @@ from controller.actions import (
 )
 from controller.convergence import awaits_replacement
 from controller.drains import DRAIN_TIMEOUT, DrainPlan, Member
-from controller.events import namespaced_event, workload_event
+from controller.events import cluster_event, namespaced_event, workload_event
 from controller.memory import Memory
 from controller.node_taints import plan_taints
 from controller.objects import format_time
@@ -59,6 +59,8 @@ from controller.scheduler_health import (
     judge,
 )
 from controller.snapshot import (
+    LAST_VALID_GENERATION,
+    LAST_VALID_SPEC,
     EvaluationObject,
     NodeInfo,
     OwnObject,
@@ -69,6 +71,7 @@ from controller.snapshot import (
 from controller.status import (
     Condition,
     invalid_conditions,
+    kept_conditions,
     policy_conditions,
     render_conditions,
     same_status,
@@ -112,7 +115,7 @@ class _Pass:
 def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
          memory: Memory | None = None) -> Plan:
     memory = memory or Memory()
-    valid = [p.policy for p in snapshot.policies if p.policy is not None]
+    valid = [p.acting for p in snapshot.policies if p.acting is not None]
     invalid = {p.key: list(p.problems) for p in snapshot.policies if p.policy is None}
     active = [p for p in valid if p.enabled]
     evaluation = snapshot.evaluation.evaluation if snapshot.evaluation else DEFAULT
@@ -150,7 +153,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     sizes = _deschedulers(active, pools, observed, out.managed, snapshot, settings, memory,
                           out)
     _status(snapshot.policies, out.managed, health, settings, sizes,
-            {d.policy: d for d in drains}, now, out)
+            {d.policy: d for d in drains}, memory, now, out)
     out.actions.extend(resources.static_status(
         snapshot.static_policies, composed,
         ((pod, m.workload.key) for pod in snapshot.pods if (m := members.get(pod.key))), now))
@@ -504,12 +507,15 @@ def _plan_status(d: DrainPlan) -> dict[str, Any]:
 
 def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int],
             health: SchedulerHealth, settings: PlanSettings,
-            pools: Mapping[str, int], drains: Mapping[str, DrainPlan], now: datetime.datetime,
-            out: _Pass) -> None:
+            pools: Mapping[str, int], drains: Mapping[str, DrainPlan], memory: Memory,
+            now: datetime.datetime, out: _Pass) -> None:
+    """Each policy's status. A valid one keeps its spec there as the last valid one; one
+    that turned invalid acts on that (say its conditions, with an Event per bad edit), so
+    that a bad edit never tears down what the policy set up."""
     stamp = format_time(now)
     for obj in policies:
         previous = obj.status.get("conditions") or []
-        policy = obj.policy
+        policy = obj.acting
         if policy is None:
             conditions = invalid_conditions(obj.problems)
             body = status_body(False, None, None, 0, obj.generation,
@@ -518,13 +524,33 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int],
             count = managed.get(obj.id, 0)
             conditions = policy_conditions(policy, health, settings.scheduler_recovery,
                                            pools.get(obj.id), count)
+            if obj.policy is None:
+                conditions[0] = kept_conditions(obj.problems, obj.last_valid_generation)
+                _kept_event(obj, conditions[0].message, memory, now, out)
             body = status_body(policy.enabled, policy.scheduler.scheduler_name,
                                policy.scheduler.mode.value, count, obj.generation,
                                render_conditions(conditions, previous, obj.generation, stamp))
+            body[LAST_VALID_SPEC] = dict(obj.spec) if obj.policy is not None else \
+                obj.status.get(LAST_VALID_SPEC)
+            body[LAST_VALID_GENERATION] = obj.generation if obj.policy is not None else \
+                obj.last_valid_generation
             if obj.id in drains:
                 body["plan"] = _plan_status(drains[obj.id])
         if not same_status(obj.status, body):
             out.actions.append(WriteStatus(obj.status_path, body))
+
+
+def _kept_event(obj: PolicyObject, message: str, memory: Memory, now: datetime.datetime,
+                out: _Pass) -> None:
+    key = f"invalid/{obj.key}/{obj.generation}"
+    if memory.recently(key, now):
+        return
+    text = f"spec of generation {obj.generation} is invalid: {message}"
+    out.actions.append(
+        namespaced_event(obj.kind, obj.namespace, obj.name, obj.uid, "InvalidSpecIgnored",
+                         text, "Warning", key) if obj.namespace else
+        cluster_event(obj.kind, obj.name, obj.uid, "InvalidSpecIgnored", text, "Warning",
+                      key))
 
 
 def _evaluation(present: EvaluationObject | None, settings: PlanSettings,

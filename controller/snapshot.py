@@ -230,6 +230,20 @@ class PolicyObject:
     problems: tuple[Problem, ...] = ()
     uid: str = ""
     namespace: str = ""  # a CompactionPolicy's; empty for a ClusterCompactionPolicy
+    spec: Mapping[str, Any] = field(default_factory=dict)  # as stored
+    # While it is invalid: the last spec it was valid with (kept in its status), parsed.
+    last_valid: Policy | None = None
+
+    @property
+    def acting(self) -> Policy | None:
+        """The policy a pass acts on: its spec, or while that is invalid the last valid one
+        (a bad edit must not act like a deletion)."""
+        return self.policy or self.last_valid
+
+    @property
+    def last_valid_generation(self) -> int:
+        value = self.status.get(LAST_VALID_GENERATION)
+        return value if isinstance(value, int) else 0
 
     @property
     def kind(self) -> str:
@@ -248,18 +262,31 @@ class PolicyObject:
         return kinds.kind(self.kind).path(self.namespace or None, self.name, "status")
 
 
+# Where a policy's status keeps the last spec it was valid with, and that spec's generation.
+LAST_VALID_SPEC = "lastValidSpec"
+LAST_VALID_GENERATION = "lastValidGeneration"
+
+
 def parse_policy_object(obj: Mapping[str, Any]) -> PolicyObject:
-    m = meta(obj)
+    m, status = meta(obj), section(obj, "status")
     name, generation = str(m.get("name", "")), int(m.get("generation") or 0)
     uid = str(m.get("uid") or "")
     namespace = str(m.get("namespace") or "") if obj.get("kind") == \
         names.NAMESPACED_POLICY_KIND else ""
+    spec = section(obj, "spec")
     try:
-        return PolicyObject(name, generation, section(obj, "status"), parse_policy(obj),
-                            uid=uid, namespace=namespace)
+        return PolicyObject(name, generation, status, parse_policy(obj), uid=uid,
+                            namespace=namespace, spec=spec)
     except InvalidPolicy as e:
-        return PolicyObject(name, generation, section(obj, "status"), None, tuple(e.problems),
-                            uid, namespace)
+        kept = section(status, LAST_VALID_SPEC)
+        last_valid = None
+        if kept:
+            try:
+                last_valid = parse_policy({**obj, "spec": kept})
+            except InvalidPolicy:
+                pass  # written by a release that accepted more: nothing to fall back on
+        return PolicyObject(name, generation, status, None, tuple(e.problems), uid,
+                            namespace, spec, last_valid)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,15 @@ def invalid_conditions(problems: Sequence[Problem]) -> list[Condition]:
             Condition("DeschedulerReady", False, "InvalidSpec", "policy is invalid")]
 
 
+def kept_conditions(problems: Sequence[Problem], generation: int) -> Condition:
+    """``Valid`` of a policy whose spec turned invalid after it was valid: it goes on acting
+    on the spec it was valid with."""
+    message = "; ".join(map(str, problems))[:1800]
+    return Condition("Valid", False, "InvalidSpec",
+                     f"{message}; acting on the last valid spec (generation {generation}) "
+                     "until this is fixed")
+
+
 def policy_conditions(policy: Policy, scheduler: SchedulerHealth,
                       recovery: datetime.timedelta, pool_nodes: int | None, managed: int
                       ) -> list[Condition]:

@@ -3,15 +3,19 @@ RBAC helpers live in localcluster.stack, which the demo uses too."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from controller.plan import PlanSettings
+from controller.runtime import RuntimeSettings
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster import MANUAL_STATUS, ROOT
 from localcluster.kube import path, wait_for
@@ -193,3 +197,71 @@ def hold_running(kube: Kube, ns: str) -> int:
                                       for c in spec["containers"]]}})
         running += 1
     return running
+
+
+# The plan's settings for controllers the tests run in-process. The harness runs the
+# compaction scheduler as a process of its own (or not at all), never from the Deployment the
+# controller writes (no kubelet runs its Pod), so that Deployment never has an available
+# replica: judged by the default 30 s, every test after the first half minute would send new
+# Pods to the default scheduler. The tests of that fallback set their own.
+HARNESS_PLAN = PlanSettings(RuntimeSettings(), scheduler_down_after=datetime.timedelta(days=1))
+
+
+@contextlib.contextmanager
+def an_older_crd(kube: Kube, plural: str) -> Iterator[None]:
+    """The policy CRD as it was before the interval's range checks (five fields were all it
+    asked) while the block runs; then today's again. Objects written meanwhile stay stored as
+    they were, as ones written under an older release do; the API server refuses them today,
+    so this is the only way one still reaches the controller."""
+    crd_path = path("customresourcedefinitions", name=f"{plural}.compactor.dev")
+    today = kube.get(crd_path)
+    older = yaml.safe_load(yaml.safe_dump(today))
+    for version in older["spec"]["versions"]:
+        interval = (version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                    ["descheduler"]["properties"]["interval"])
+        interval["x-kubernetes-validations"] = interval["x-kubernetes-validations"][:1]
+    for crd in (older, today):
+        crd["metadata"] = {"name": crd["metadata"]["name"]}
+        crd.pop("status", None)
+    bad = {"apiVersion": "compactor.dev/v1alpha1", "kind": older["spec"]["names"]["kind"],
+           "metadata": {"name": f"older-crd-probe-{uuid.uuid4().hex[:6]}"},
+           "spec": {"descheduler": {"interval": "61 * * * *"}}}
+    namespaced = older["spec"]["scope"] == "Namespaced"
+    collection = path(plural, "default" if namespaced else None,
+                      api="apis/compactor.dev/v1alpha1")
+    kube.apply(crd_path, older)
+    try:
+        wait_for("the older CRD in force", lambda: not _refused(kube, collection, bad),
+                 timeout=30)
+        yield
+    finally:
+        kube.apply(crd_path, today)
+        wait_for("today's CRD in force", lambda: _refused(kube, collection, bad), timeout=30)
+
+
+def admitted_by_an_older_crd(kube: Kube, plural: str, namespace: str | None,
+                             body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` created under ``an_older_crd``."""
+    with an_older_crd(kube, plural):
+        made: dict[str, Any] = kube.create(
+            path(plural, namespace, api="apis/compactor.dev/v1alpha1"), body)
+    return made
+
+
+def _refused(kube: Kube, collection: str, body: dict[str, Any]) -> bool:
+    try:
+        kube.create(collection, body, dry_run=True)
+    except ApiError as e:
+        return e.status == 422
+    return False
+
+
+def clear_waiting_on_compaction_scheduler(kube: Kube, keep: str = "") -> None:
+    """Delete the Pods other tests left unbound on the compaction scheduler (none runs for
+    them here): the controller keeps the scheduler while any waits for it. ``keep``: a
+    namespace whose Pods stay."""
+    for pod in kube.items(path("pods")):
+        meta, spec = pod["metadata"], pod["spec"]
+        if (spec.get("schedulerName") == "compactor-scheduler" and not spec.get("nodeName")
+                and meta["namespace"] != keep):
+            kube.delete(path("pods", meta["namespace"], meta["name"]))

@@ -18,13 +18,20 @@ import yaml
 from compaction.intent import parse_intent
 from controller.api import Api
 from controller.reconciler import Reconciler
-from controller.runtime import RuntimeSettings
 from controller.settings import load
 from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
 from localcluster.process import Process, free_port
-from tests.integration.helpers import ROOT, deployment, gone, running_pods
+from tests.integration.helpers import (
+    HARNESS_PLAN,
+    ROOT,
+    admitted_by_an_older_crd,
+    clear_waiting_on_compaction_scheduler,
+    deployment,
+    gone,
+    running_pods,
+)
 
 API = "apis/compactor.dev/v1alpha1"
 CRD = ROOT / "deploy" / "crds" / "compactor.dev_clustercompactionpolicies.yaml"
@@ -66,7 +73,7 @@ def _policy(policies: list[str], kube: Kube, namespace: str,
 @pytest_asyncio.fixture
 async def reconciler(cluster: Cluster, crd: None) -> AsyncIterator[Reconciler]:
     api = await Api.connect(str(cluster.kubeconfig))
-    yield Reconciler(api, RuntimeSettings())
+    yield Reconciler(api, HARNESS_PLAN)
     await api.close()
 
 
@@ -140,6 +147,7 @@ async def test_scheduler_config_and_deployment_exist_only_while_a_policy_needs_t
     for other in kube.items(_ccp()):  # leftovers of other tests would keep the scheduler
         if other["metadata"]["name"] not in policies:
             kube.delete(_ccp(other["metadata"]["name"]))
+    clear_waiting_on_compaction_scheduler(kube)  # so would their Pods left unbound on it
     name = _policy(policies, kube, namespace)
     await reconciler.reconcile()
     cm = kube.get(path("configmaps", "compactor-system", "compactor-scheduler-config"))
@@ -236,8 +244,15 @@ async def test_runtime_settings_reach_the_descheduler_pods(
 @pytest.mark.asyncio
 async def test_a_policy_the_parser_rejects_gets_valid_false_with_the_reason(
         kube: Kube, namespace: str, policies: list[str], reconciler: Reconciler) -> None:
-    # Five fields, so the API server accepts it; minute 61 is for the parser to catch.
-    name = _policy(policies, kube, namespace, {"descheduler": {"interval": "61 * * * *"}})
+    # Minute 61 is for the parser to catch: today's CRD refuses it too, so it is made under
+    # an older one, as a policy from an earlier release would have been.
+    name = f"p-{uuid.uuid4().hex[:8]}"
+    admitted_by_an_older_crd(kube, "clustercompactionpolicies", None, {
+        "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+        "metadata": {"name": name}, "spec": {
+            "scope": {"namespaceSelector": {"operator": "In", "values": [namespace]}},
+            "descheduler": {"interval": "61 * * * *"}}})
+    policies.append(name)
     summary = await reconciler.reconcile()
     assert f"ClusterCompactionPolicy/{name}" in summary.invalid
     conds = {c["type"]: c for c in kube.get(_ccp(name))["status"]["conditions"]}

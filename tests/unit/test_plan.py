@@ -247,8 +247,7 @@ def test_an_invalid_policy_gets_its_problems_in_status_and_no_objects() -> None:
 def test_an_unchanged_status_is_not_written_again() -> None:
     first = plan(_snapshot(policies=(_policy(),)), SETTINGS, NOW)
     (status,) = first.of(WriteStatus)
-    stored = _policy()
-    stored = type(stored)(stored.name, stored.generation, status.status, stored.policy)
+    stored = replace(_policy(), status=status.status)
     later = NOW + datetime.timedelta(minutes=5)
     assert plan(_snapshot(policies=(stored,)), SETTINGS, later).of(WriteStatus) == []
 
