@@ -292,7 +292,12 @@ class CompactorStack:
                "COMPACTOR_CONTROLLER_INTENT_GRACE_SECONDS": str(grace_seconds),
                "COMPACTOR_CONTROLLER_METRICS_PORT": str(port),
                "COMPACTOR_CONTROLLER_METRICS_ADDRESS": "127.0.0.1",
-               "COMPACTOR_CERTS_MODE": "off", "POD_NAME": identity, **(extra_env or {})}
+               "COMPACTOR_CERTS_MODE": "off", "POD_NAME": identity,
+               # The scheduler's health, judged on the local cluster's time scale: kwok runs
+               # its Deployment's Pod within a second or two.
+               "COMPACTOR_CONTROLLER_SCHEDULER_DOWN_AFTER_SECONDS": "10",
+               "COMPACTOR_CONTROLLER_SCHEDULER_RECOVERY_SECONDS": "5",
+               "COMPACTOR_CONTROLLER_STRANDED_AFTER_SECONDS": "20", **(extra_env or {})}
         proc = Process(name or identity, [sys.executable, "-m", "controller"],
                        self.dir / (log or f"{identity}.log"), env=env)
         proc.start()
@@ -306,8 +311,9 @@ class CompactorStack:
         text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
         return scrape.sample(text, name, labels)
 
-    def start_scheduler(self) -> None:
-        """kube-scheduler with the configuration the controller rendered into its ConfigMap."""
+    def start_scheduler(self) -> Process:
+        """kube-scheduler with the configuration the controller rendered into its ConfigMap
+        (the process stands for the Deployment's Pod, which kwok only pretends to run)."""
         cm = wait_for("the scheduler ConfigMap", lambda: self.kube.get(
             path("configmaps", names.INSTALL_NAMESPACE, names.SCHEDULER_CONFIGMAP)), timeout=60)
         config = yaml.safe_load(cm["data"]["config.yaml"])
@@ -315,7 +321,7 @@ class CompactorStack:
             "kubeconfig": str(self._kubeconfig(names.MANAGED_SCHEDULER))}
         file = self.dir / f"{names.MANAGED_SCHEDULER}.yaml"
         file.write_text(yaml.safe_dump(config))
-        self.cluster.start_scheduler(name=names.MANAGED_SCHEDULER, config=file)
+        return self.cluster.start_scheduler(name=names.MANAGED_SCHEDULER, config=file)
 
     def run_descheduler(self, policy: str) -> DeschedulerRun:
         """One run, as the CronJob's Job runs it: the rendered policy, the descheduler account."""

@@ -14,7 +14,7 @@ _HEADER = re.compile(r"^\|\s*metric\s*\|\s*type\s*\|\s*labels\s*\|\s*$")
 _NAME = re.compile(r"^`([a-zA-Z_:][a-zA-Z0-9_:]*)`$")
 _LABELS = re.compile(r"^\s*`([a-z_][a-z0-9_]*)`(?:\s*,\s*`([a-z_][a-z0-9_]*)`)*")
 _LABEL = re.compile(r"`([a-z_][a-z0-9_]*)`")
-_VALUE = re.compile(r"^[a-z_][a-z0-9_-]*$")
+_VALUE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 @dataclass(frozen=True)

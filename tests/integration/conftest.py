@@ -16,11 +16,11 @@ import yaml
 
 from controller.api import Api
 from controller.reconciler import Reconciler
-from controller.runtime import RuntimeSettings
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.cluster import ROOT
 from localcluster.kube import path, wait_for
 from localcluster.stack import WEBHOOK_NAMESPACE_LABEL, RunningWebhook, run_webhook
+from tests.integration.helpers import HARNESS_PLAN
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -173,5 +173,5 @@ async def in_process_reconciler(cluster: Cluster, compactor_crds: None
                                 ) -> AsyncIterator[Reconciler]:
     """The controller's pass, in this process, as cluster admin (RBAC is tested elsewhere)."""
     api = await Api.connect(str(cluster.kubeconfig))
-    yield Reconciler(api, RuntimeSettings())
+    yield Reconciler(api, HARNESS_PLAN)
     await api.close()

@@ -16,13 +16,12 @@ from compaction.workload import WorkloadType
 from controller.api import Api, Page
 from controller.informer import Informers
 from controller.reconciler import Reconciler
-from controller.runtime import RuntimeSettings
 from controller.sources import sources
 from controller.workloads import list_path
 from localcluster import Cluster, Kube
 from localcluster.kube import path
 from tests.integration.conftest import Policies
-from tests.integration.helpers import deployment
+from tests.integration.helpers import HARNESS_PLAN, deployment
 
 
 class HeldWatches:
@@ -58,7 +57,7 @@ async def test_with_watches_held_back_a_pass_never_plans_from_before_its_own_wri
     task = asyncio.create_task(informers.run(stop))
     try:
         assert await informers.wait_synced(informers.by_path, stop, 30)
-        reconciler = Reconciler(api, RuntimeSettings(), informers=informers)
+        reconciler = Reconciler(api, HARNESS_PLAN, informers=informers)
         held.open.clear()  # from here on the caches learn only from the controller's writes
         first = await reconciler.reconcile()
         assert first.workloads_patched >= 1, first.errors

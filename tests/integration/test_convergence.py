@@ -7,6 +7,7 @@ import asyncio
 import datetime
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,13 +16,12 @@ import yaml
 
 from controller.api import Api
 from controller.metrics import ControllerMetrics
-from controller.plan import PlanSettings
 from controller.reconciler import Reconciler
-from controller.runtime import RuntimeSettings
 from controller.scheduler import render_scheduler_config
 from localcluster import Cluster, Kube
 from localcluster.kube import path, wait_for
 from tests.integration.helpers import (
+    HARNESS_PLAN,
     ROOT,
     WEBHOOK_NAMESPACE_LABEL,
     AheadClock,
@@ -91,7 +91,7 @@ async def controller(cluster: Cluster) -> AsyncIterator[Reconciler]:
 def _reconciler(api: Api, clock: AheadClock | None = None) -> Reconciler:
     metrics = ControllerMetrics()
     # A one-second grace instead of 35 s: this webhook's owner cache expires in 0.5 s.
-    return Reconciler(api, PlanSettings(RuntimeSettings(),
+    return Reconciler(api, replace(HARNESS_PLAN,
                                         intent_grace=datetime.timedelta(seconds=1)),
                       metrics=metrics, clock=clock or AheadClock())
 

@@ -12,12 +12,11 @@ import yaml
 
 from controller.api import Api
 from controller.reconciler import Reconciler
-from controller.runtime import RuntimeSettings
 from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
 from tests.integration.conftest import Policies
-from tests.integration.helpers import descheduler_dry_run, pod_template, running_pods
+from tests.integration.helpers import HARNESS_PLAN, descheduler_dry_run, pod_template, running_pods
 
 
 def _pool(cluster: Cluster, kube: Kube) -> tuple[str, str, str]:
@@ -168,7 +167,7 @@ async def test_a_restarted_controller_adopts_its_drain_and_clears_a_dead_policys
     assert taint is not None
     api = await Api.connect(str(cluster.kubeconfig))
     try:
-        restarted = Reconciler(api, RuntimeSettings())  # a new process: no memory
+        restarted = Reconciler(api, HARNESS_PLAN)  # a new process: no memory
         await restarted.reconcile()
         assert _drain_taint(kube, sparse) == taint, "the same drain, since the same time"
         compaction_policies.delete(name)

@@ -11,6 +11,7 @@ import datetime
 import subprocess
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,14 @@ import pytest
 
 from controller.api import Api
 from controller.metrics import ControllerMetrics
-from controller.plan import PlanSettings
 from controller.reconciler import Reconciler
-from controller.runtime import RuntimeSettings
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster import MANUAL_STATUS, NodeShape
 from localcluster.kube import path, wait_for
 from localcluster.process import free_port
 from tests.integration.conftest import Policies
 from tests.integration.helpers import (
+    HARNESS_PLAN,
     WEBHOOK_NAMESPACE_LABEL,
     RunningWebhook,
     hold_running,
@@ -242,7 +242,7 @@ async def test_placeholders_at_priority_minus_10_are_never_patched_readmitted_or
     try:
         metrics = ControllerMetrics()
         # No grace: the runtime hook would act on the first pass if it were allowed to.
-        rec = Reconciler(api, PlanSettings(RuntimeSettings(),
+        rec = Reconciler(api, replace(HARNESS_PLAN,
                                            intent_grace=datetime.timedelta(0)),
                          metrics=metrics)
         for _ in range(4):

@@ -45,7 +45,7 @@ from localcluster.observe import deny_controller_updates, garbled_deployment, re
 from localcluster.process import Process, free_port
 from localcluster.prometheus import Prometheus, Series, Target
 from localcluster.stack import CompactorStack, service_account_token, token_kubeconfig
-from tests.integration.helpers import ROOT, deployment
+from tests.integration.helpers import ROOT, admitted_by_an_older_crd, deployment
 from tests.metric_tables import DocumentedMetric, documented_metrics
 from tests.unit.webhook_fakes import pod, review
 from webhook.review import OwnerRef
@@ -185,8 +185,9 @@ def observed(cluster: Cluster, kube: Kube, workloads: Cluster,
         kube.create(ccp, _policy(policy, {
             "scope": {"namespaceSelector": {"operator": "In", "values": [ns_a]}},
             "scheduler": {"useManagedScheduler": False, "externalSchedulerName": EXTERNAL}}))
-        # Five cron fields, so the API server takes it; minute 61 the parser rejects.
-        kube.create(ccp, _policy(invalid, {
+        # Minute 61: the parser rejects it; so does today's CRD, so it is made under an
+        # older one, as a policy from an earlier release would have been.
+        admitted_by_an_older_crd(kube, "clustercompactionpolicies", None, _policy(invalid, {
             "scope": {"namespaceSelector": {"operator": "In", "values": [f"none-{suffix}"]}},
             "descheduler": {"interval": "61 * * * *"}}))
         kube.create(path("deployments", ns_a), deployment("web", 1))
@@ -475,6 +476,15 @@ EXPECTED: dict[str, Check] = {
     "compactor_plan_freeable_nodes": _planned(_nodes),
     "compactor_nodes_draining": _planned(lambda o: 1.0),  # maxDrainingNodes defaults to 1
     "compactor_nodes_unremovable": _planned(_nodes),
+    # The stack runs the scheduler Deployment's Pod (on kwok): new Pods go to it. The leader
+    # says so; a standby, which plans nothing, holds every state at 0.
+    "compactor_scheduler_routing": lambda o, s: (
+        None if _by(s, "state") in ({"Available": 1, "Starting": 0, "Unavailable": 0,
+                                     "Recovering": 0},
+                                    {"Available": 0, "Starting": 1, "Unavailable": 0,
+                                     "Recovering": 0})
+        else pytest.fail(str(_by(s, "state")))),
+    "compactor_stranded_pods_replaced_total": _each_controller(lambda v: v == 0),
 }
 DOCUMENTED = documented_metrics()
 
@@ -509,7 +519,8 @@ def test_documented_metric_as_prometheus_scraped_it(admitted: Observed,
 FIRING = {"CompactorWebhookFailingOpen", "CompactorOwnerWatchNotSynced",
           "CompactorReconcileErrors",  # the denied Deployments
           "CompactorWebhookCertificateExpiring"}  # the test CA issues for two days
-QUIET = {"CompactorNoLeader", "CompactorWorkloadsSuppressed", "CompactorDeschedulerRunFailed"}
+QUIET = {"CompactorNoLeader", "CompactorWorkloadsSuppressed", "CompactorDeschedulerRunFailed",
+         "CompactorSchedulerUnavailable"}  # the stack runs the scheduler Deployment's Pod
 
 
 def _rules() -> dict[str, str]:

@@ -147,7 +147,10 @@ def _planner_verdicts(snapshot: Snapshot, policy: str, sparse: str,
     is the Pod's (the node is in the pool, under the thresholds, and the dense node has room,
     so the Pod is all that can hold it)."""
     settings = PlanSettings(RuntimeSettings())
-    others = tuple(p for p in snapshot.pods if p.node_name != sparse)
+    # Unbound Pods take room in the plan first ("room already spoken for"); the descheduler
+    # knows of no such thing, and other tests leave Pods unbound that no scheduler here will
+    # ever bind: only bound Pods are compared.
+    others = tuple(p for p in snapshot.pods if p.node_name and p.node_name != sparse)
     mine: list[PodInfo] = [p for p in snapshot.pods if p.node_name == sparse
                            and not p.deleting]
     out: dict[tuple[str, str], Verdict] = {}

@@ -1,0 +1,194 @@
+"""No Pod is stranded on a compaction scheduler that is not there, with every part real: the
+webhook and controller processes, the scheduler process started from the controller's
+ConfigMap, the default kube-scheduler and kwok.
+
+kwok only pretends to run the scheduler Deployment's Pod, so an outage is made as a cluster
+would see one: the scheduler process is killed, and its Deployment's Pod is marked not Ready
+(as an image that cannot be pulled leaves it). The controller then has no available replica
+to count on; it must send new Pods to the default scheduler, replace those left Pending on
+the missing one, and send Pods to it again once it is back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from compaction import names
+from localcluster import Cluster, Kube
+from localcluster.cluster import MANUAL_STATUS, NodeShape
+from localcluster.kube import path, wait_for
+from localcluster.process import Process
+from localcluster.stack import CompactorStack
+
+NS = "shop"
+POLICY = "outage"
+# The controller's settings in the stack (localcluster.stack): down after 10 s, Pods Pending
+# on the missing scheduler replaced after 20 s, once the intent grace (3 s here) has passed.
+DOWN_AFTER, STRANDED_AFTER, GRACE = 10.0, 20.0, 3.0
+# The longest a Pod may wait on the missing scheduler: its own bound, or the outage's
+# detection plus the grace, whichever is later, plus a few passes.
+BOUND = max(STRANDED_AFTER, DOWN_AFTER + GRACE) + 15.0
+
+
+class Stranding:
+    """Samples the Pods twice a second: how long each waited unbound on the compaction
+    scheduler, at most."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.first_seen: dict[str, float] = {}
+        self.longest: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Stranding:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            now = time.monotonic()
+            for pod in self.kube.items(path("pods", NS)):
+                uid, spec = pod["metadata"]["uid"], pod["spec"]
+                if (spec.get("schedulerName") == names.MANAGED_SCHEDULER
+                        and not spec.get("nodeName")
+                        and not pod["metadata"].get("deletionTimestamp")):
+                    start = self.first_seen.setdefault(uid, now)
+                    self.longest[uid] = now - start
+
+    def over(self, bound: float) -> dict[str, float]:
+        return {uid: s for uid, s in self.longest.items() if s > bound}
+
+
+@pytest.fixture(scope="module")
+def stack(e2e_cluster: Cluster, e2e_kube: Kube,
+          tmp_path_factory: pytest.TempPathFactory) -> CompactorStack:
+    s = CompactorStack(e2e_cluster, e2e_kube, tmp_path_factory.mktemp("stack"))
+    s.install()
+    s.start_webhook(cache_ttl=1.0)
+    s.start_controller(grace_seconds=GRACE)
+    return s
+
+
+def _routing(kube: Kube) -> str:
+    status = kube.get(path(names.POLICY_PLURAL, name=POLICY,
+                           api=f"apis/{names.API_VERSION}")).get("status") or {}
+    return next((c["reason"] for c in status.get("conditions") or []
+                 if c["type"] == "SchedulerReady"), "")
+
+
+def _pods(kube: Kube) -> list[dict[str, Any]]:
+    return [p for p in kube.items(path("pods", NS), "app=web")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def _running(kube: Kube, count: int) -> list[dict[str, Any]] | None:
+    pods = _pods(kube)
+    ready = [p for p in pods if p["status"].get("phase") == "Running"]
+    return ready if len(ready) == count and len(pods) == count else None
+
+
+def _scheduler_pod_unready(kube: Kube, unready: bool) -> None:
+    """The scheduler Deployment's Pod as a kubelet reports one whose image cannot be pulled
+    (``unready``), or deleted so that its ReplicaSet makes a new one, which kwok runs."""
+    for pod in kube.items(path("pods", names.INSTALL_NAMESPACE),
+                          "app.kubernetes.io/component=scheduler"):
+        name = pod["metadata"]["name"]
+        if not unready:
+            kube.delete(path("pods", names.INSTALL_NAMESPACE, name))
+            continue
+        kube.patch(path("pods", names.INSTALL_NAMESPACE, name), {"metadata": {
+            "annotations": {MANUAL_STATUS: "manual"}}})
+        if unready:
+            kube.patch(path("pods", names.INSTALL_NAMESPACE, name, sub="status"), {"status": {
+                "conditions": [{"type": "Ready", "status": "False"},
+                               {"type": "ContainersReady", "status": "False"}],
+                "containerStatuses": [{
+                    "name": c["name"], "image": c["image"], "imageID": "", "ready": False,
+                    "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+                    for c in pod["spec"]["containers"]]}})
+
+
+@pytest.fixture(scope="module")
+def scheduler(stack: CompactorStack, e2e_cluster: Cluster, e2e_kube: Kube
+              ) -> Iterator[list[Process]]:
+    kube = e2e_kube
+    e2e_cluster.add_nodes(kube, ["outage-0", "outage-1"], NodeShape())
+    kube.ensure_namespace(NS, default_service_account=True)
+    kube.apply(path(names.POLICY_PLURAL, name=POLICY, api=f"apis/{names.API_VERSION}"), {
+        "apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
+        "metadata": {"name": POLICY},
+        "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": [NS]}},
+                 "descheduler": {"enabled": False}}})
+    running = [stack.start_scheduler()]
+    yield running
+    for proc in running:
+        proc.stop()
+
+
+def test_no_pod_is_stranded_on_a_scheduler_that_is_not_there(
+        stack: CompactorStack, e2e_kube: Kube, e2e_cluster: Cluster,
+        scheduler: list[Process]) -> None:
+    kube = e2e_kube
+    wait_for("the scheduler routed to", lambda: _routing(kube) == "Available", timeout=60)
+    kube.create(path("deployments", NS), {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+                     "terminationGracePeriodSeconds": 0, "containers": [{
+                         "name": "c", "image": "registry.k8s.io/pause:3.10",
+                         "resources": {"requests": {"cpu": "100m"}}}]}}}})
+    # Its Pods are admitted by the intent the controller writes on it: wait for that first.
+    wait_for("the intent on web", lambda: names.INTENT_ANNOTATION in (kube.get(path(
+        "deployments", NS, "web"))["metadata"].get("annotations") or {}), timeout=30)
+    kube.patch(path("deployments", NS, "web"), {"spec": {"replicas": 2}})
+    with Stranding(kube) as stranding:
+        before = wait_for("web on the compaction scheduler", lambda: _running(kube, 2),
+                          timeout=60)
+        assert {p["spec"]["schedulerName"] for p in before} == {names.MANAGED_SCHEDULER}
+
+        # The outage: the process is killed and its Pod can no longer run.
+        proc = scheduler.pop()
+        proc.stop()
+        e2e_cluster.processes.remove(proc)
+        _scheduler_pod_unready(kube, True)
+        # A Pod created before the controller notices goes to the missing scheduler.
+        kube.patch(path("deployments", NS, "web"), {"spec": {"replicas": 3}})
+        wait_for("the fallback", lambda: _routing(kube) == "Unavailable",
+                 timeout=DOWN_AFTER + 30)
+        # New Pods now go to the default scheduler and run within the bound...
+        kube.patch(path("deployments", NS, "web"), {"spec": {"replicas": 5}})
+        # ...and the Pod left Pending on the missing scheduler is replaced.
+        during = wait_for("web Running without the compaction scheduler",
+                          lambda: _running(kube, 5), timeout=BOUND + 10, interval=0.5)
+        assert {p["spec"]["schedulerName"] for p in during} == {
+            names.MANAGED_SCHEDULER, names.DEFAULT_SCHEDULER}
+        assert all(p["metadata"]["labels"].get(names.POLICY_LABEL) == POLICY for p in during)
+        replaced = [e for e in kube.items(path("events", NS))
+                    if e["reason"] == "StrandedPodReplaced"]
+        assert replaced, "the Pod left Pending on the missing scheduler was not replaced"
+        assert stack.controller_metric("compactor_stranded_pods_replaced_total") >= 1
+        assert stack.controller_metric("compactor_scheduler_routing",
+                                       state="Unavailable") == 1
+
+        # It returns: once available for a while, new Pods go to it again.
+        _scheduler_pod_unready(kube, False)
+        scheduler.append(stack.start_scheduler())
+        wait_for("routed again", lambda: _routing(kube) == "Available", timeout=60)
+        kube.patch(path("deployments", NS, "web"), {"spec": {"replicas": 7}})
+        after = wait_for("web Running", lambda: _running(kube, 7), timeout=60)
+        newest = sorted(after, key=lambda p: p["metadata"]["creationTimestamp"])[-2:]
+        assert {p["spec"]["schedulerName"] for p in newest} == {names.MANAGED_SCHEDULER}
+    # Never a Pod left waiting on the missing scheduler past the bound.
+    assert stranding.first_seen, "no Pod ever waited on the missing scheduler: no outage"
+    print(f"Pods that waited on compactor-scheduler: {len(stranding.longest)}, the longest "
+          f"{max(stranding.longest.values()):.1f} s (bound {BOUND:.0f} s)")
+    assert stranding.over(BOUND) == {}, stranding.longest
