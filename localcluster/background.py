@@ -54,6 +54,7 @@ class Restarter:
     def __init__(self, processes: list[Process]) -> None:
         self.processes = processes
         self.restarts: list[tuple[float, str]] = []
+        self.held: set[str] = set()  # names of processes a fault keeps down on purpose
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="restarter", daemon=True)
 
@@ -68,7 +69,7 @@ class Restarter:
     def _run(self) -> None:
         while not self._stop.wait(1.0):
             for proc in self.processes:
-                if not proc.running():
+                if proc.name not in self.held and not proc.running():
                     proc.start()
                     self.restarts.append((time.time(), proc.name))
 

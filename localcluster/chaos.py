@@ -100,6 +100,8 @@ class Window:
     loop_before: tuple[bool, str, int] = (False, "", 0)
     webhook_failed_open_before: float = 0.0
     suppressed_before: set[str] = field(default_factory=set)
+    # Pods that waited on a missing compaction scheduler past the bound (None: not measured).
+    stranded: int | None = None
 
     def recovered(self) -> None:
         self.recovered_at = time.time()
@@ -257,6 +259,22 @@ class Chaos:
         replica = self.controllers[identity]
         replica.process.start()
         replica.wait_ready()
+
+    @property
+    def grace(self) -> float:
+        """The controllers' intent grace (the stack's default: past the webhook's cache)."""
+        return self.stack.webhook_cache_ttl + 1
+
+    def controller_value(self, name: str, match: dict[str, str] | None = None) -> float:
+        """``name`` summed over the running controllers (only the leader plans)."""
+        total = 0.0
+        for replica in self.controllers.values():
+            if replica.process.running():
+                with contextlib.suppress(httpx.HTTPError):
+                    text = httpx.get(f"http://127.0.0.1:{replica.metrics_port}/metrics",
+                                     timeout=5).text
+                    total += scrape.value(text, name, match)
+        return total
 
     def webhook_value(self, name: str, match: dict[str, str] | None = None) -> float:
         total = 0.0
@@ -436,6 +454,7 @@ class Chaos:
             evictions_over_limits=over_limits(runs, LIMITS) + hook_overlaps(
                 timeline.snapshot(), hook, desired, workload_of),
             suppression_lost=lost, takeover_s=taken, lease_s=LEASE_SECONDS,
+            stranded=w.stranded,
             webhook_rss_mib=max((peak_rss_mib(p.pid) for p, _ in self.webhooks.values()
                                  if p.running()), default=0.0),
             controller_rss_mib=max((peak_rss_mib(r.process.pid)

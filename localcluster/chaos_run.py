@@ -43,6 +43,9 @@ FAULTS: list[tuple[str, Callable[[Chaos], None]]] = [
     ("latency-5", lambda c: faults.latency(c, 5.0)),
     ("watch-expired", faults.watch_expired),
     ("cache-overflow", faults.cache_overflow),
+    ("scheduler-kill", lambda c: faults.scheduler_gone(c, "kill")),
+    ("scheduler-scaled-to-0", lambda c: faults.scheduler_gone(c, "scale")),
+    ("scheduler-down-policy-disabled", lambda c: faults.scheduler_gone(c, "disable")),
 ]
 
 

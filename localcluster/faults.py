@@ -17,6 +17,8 @@ from localcluster.audit import evictions
 from localcluster.chaos import CONTROLLER_USER, WEBHOOK_OFF, Chaos
 from localcluster.chaos_scenario import policy_spec
 from localcluster.kube import ApiError, Kube, path, wait_for
+from localcluster.stack import SCHEDULER_DOWN_AFTER, stranded_bound
+from localcluster.stranding import Stranding
 
 DOWN = 5.0  # seconds a killed process stays down before it is started again
 
@@ -211,6 +213,56 @@ def cache_overflow(chaos: Chaos, owners: int = 1000) -> None:
         w.note = (f"{owners} unknown owners, cache of {size} per replica: at most "
                   f"{peak[0]:.0f} entries held in all, "
                   f"{chaos.webhook_value(gets) - before:.0f} GETs")
+
+
+def scheduler_gone(chaos: Chaos, how: str) -> None:
+    """The compaction scheduler gone while the load goes on: ``kill`` (its process killed
+    and its Pod unready, as an image that cannot be pulled leaves it, until Compactor falls
+    back and replaces what waits on it), ``scale`` (its Deployment scaled to 0: the
+    controller puts it back), ``disable`` (its process down while Pods wait on it, and the
+    policy of those Pods disabled meanwhile). No Pod may wait on it past the bound."""
+    assert chaos.restarter is not None
+    sched = chaos.cluster.process(names.MANAGED_SCHEDULER)
+    bound = stranded_bound(chaos.grace)
+    label = {"kill": "compaction scheduler kill -9 and its Pod unready",
+             "scale": "compaction scheduler Deployment scaled to 0",
+             "disable": "compaction scheduler down, the policy of its waiting Pods "
+                        "disabled"}[how]
+    deployment = path("deployments", names.INSTALL_NAMESPACE, names.MANAGED_SCHEDULER)
+    with Stranding(chaos.kube, ("chaos", "hook", "bulk")) as stranding, \
+            chaos.window(label) as w:
+        chaos.restarter.held.add(sched.name)
+        try:
+            sched.stop()
+            if how == "kill":
+                chaos.stack.scheduler_pods_unready(True)
+                _burst(chaos)
+                wait_for("the fallback", lambda: chaos.controller_value(
+                    "compactor_scheduler_routing", {"state": "Unavailable"}) == 1,
+                    timeout=SCHEDULER_DOWN_AFTER + 30)
+                _burst(chaos)  # these go to the default scheduler
+                time.sleep(bound)  # what waited on it is replaced meanwhile
+                chaos.stack.scheduler_pods_unready(False)
+            elif how == "scale":
+                chaos.kube.patch(deployment, {"spec": {"replicas": 0}})
+                _burst(chaos)
+                wait_for("the controller restoring it", lambda: (chaos.kube.get(
+                    deployment).get("status") or {}).get("availableReplicas", 0) >= 1,
+                    timeout=60)
+            else:
+                _burst(chaos)
+                time.sleep(3)  # Pods created meanwhile wait on the scheduler
+                chaos.apply_policy("chaos", {**policy_spec("chaos", True, True, pool="churn"),
+                                             "enabled": False})
+                time.sleep(SCHEDULER_DOWN_AFTER)
+                chaos.apply_policy("chaos", policy_spec("chaos", True, True, pool="churn"))
+        finally:
+            chaos.restarter.held.discard(sched.name)
+            if not sched.running():
+                sched.start()
+        w.recovered()
+        w.stranded = len(stranding.over(bound))
+        w.note = stranding.summary(bound)
 
 
 def _now() -> datetime.datetime:

@@ -46,6 +46,7 @@ class FaultReport:
     webhook_rss_mib: float
     controller_rss_mib: float
     note: str = ""
+    stranded: int | None = None  # Pods left waiting on a missing scheduler past the bound
 
 
 def duplicate_evictions(events: Iterable[AuditEvent]) -> int:
@@ -130,7 +131,8 @@ def p99_ms(seconds: float) -> float:
 COLUMNS = ("fault", "Pods created", "creations failed (window)",
            "failed open: API server / webhook",
            "admission p99 ms", "converge s", "duplicate evictions", "evictions above limits",
-           "suppression state lost", "takeover s / lease s", "peak RSS MiB webhook / controller")
+           "suppression state lost", "takeover s / lease s", "Pods stranded past the bound",
+           "peak RSS MiB webhook / controller")
 
 
 def _num(value: float | None, digits: int = 0, missing: str = "—") -> str:
@@ -148,7 +150,8 @@ def row(r: FaultReport) -> tuple[str, ...]:
             f"{r.failed_open} / {r.webhook_failed_open}", _num(r.admission_p99_ms, 0),
             _num(r.converge_s, 1, "not"),
             str(r.duplicate_evictions), str(r.evictions_over_limits), str(r.suppression_lost),
-            takeover, f"{r.webhook_rss_mib:.0f} / {r.controller_rss_mib:.0f}")
+            takeover, "—" if r.stranded is None else str(r.stranded),
+            f"{r.webhook_rss_mib:.0f} / {r.controller_rss_mib:.0f}")
 
 
 def table(reports: Iterable[FaultReport]) -> str:

@@ -21,7 +21,7 @@ import yaml
 
 from compaction import kinds, names
 from localcluster import scrape
-from localcluster.cluster import ROOT, Cluster
+from localcluster.cluster import MANUAL_STATUS, ROOT, Cluster
 from localcluster.kube import Kube, path, wait_for
 from localcluster.process import Process, free_port
 
@@ -185,6 +185,19 @@ class RunningController:
             f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1).status_code == 200, 30)
 
 
+# The compaction scheduler's health, judged on the local cluster's time scale (kwok runs its
+# Deployment's Pod within a second or two): down after 10 s, routed to again after 5 s, Pods
+# Pending on it replaced after 20 s.
+SCHEDULER_DOWN_AFTER, SCHEDULER_RECOVERY, STRANDED_AFTER = 10.0, 5.0, 20.0
+
+
+def stranded_bound(grace: float) -> float:
+    """The longest a Pod may wait on a missing compaction scheduler in the local stack: its
+    own bound, or the outage's detection plus the intent grace (``grace``), whichever is
+    later, plus a few passes."""
+    return max(STRANDED_AFTER, SCHEDULER_DOWN_AFTER + grace) + 15.0
+
+
 @dataclass(frozen=True)
 class DeschedulerRun:
     evicted: list[tuple[str, str]]  # (namespace/name, node) per eviction
@@ -293,11 +306,10 @@ class CompactorStack:
                "COMPACTOR_CONTROLLER_METRICS_PORT": str(port),
                "COMPACTOR_CONTROLLER_METRICS_ADDRESS": "127.0.0.1",
                "COMPACTOR_CERTS_MODE": "off", "POD_NAME": identity,
-               # The scheduler's health, judged on the local cluster's time scale: kwok runs
-               # its Deployment's Pod within a second or two.
-               "COMPACTOR_CONTROLLER_SCHEDULER_DOWN_AFTER_SECONDS": "10",
-               "COMPACTOR_CONTROLLER_SCHEDULER_RECOVERY_SECONDS": "5",
-               "COMPACTOR_CONTROLLER_STRANDED_AFTER_SECONDS": "20", **(extra_env or {})}
+               "COMPACTOR_CONTROLLER_SCHEDULER_DOWN_AFTER_SECONDS": str(SCHEDULER_DOWN_AFTER),
+               "COMPACTOR_CONTROLLER_SCHEDULER_RECOVERY_SECONDS": str(SCHEDULER_RECOVERY),
+               "COMPACTOR_CONTROLLER_STRANDED_AFTER_SECONDS": str(STRANDED_AFTER),
+               **(extra_env or {})}
         proc = Process(name or identity, [sys.executable, "-m", "controller"],
                        self.dir / (log or f"{identity}.log"), env=env)
         proc.start()
@@ -322,6 +334,27 @@ class CompactorStack:
         file = self.dir / f"{names.MANAGED_SCHEDULER}.yaml"
         file.write_text(yaml.safe_dump(config))
         return self.cluster.start_scheduler(name=names.MANAGED_SCHEDULER, config=file)
+
+    def scheduler_pods_unready(self, unready: bool) -> None:
+        """The scheduler Deployment's Pods as a kubelet reports ones whose image cannot be
+        pulled (``unready``: kwok leaves them so), or deleted so that their ReplicaSet makes
+        new ones, which kwok runs. kwok only pretends to run them; the scheduler itself is the
+        process of ``start_scheduler``."""
+        ns = names.INSTALL_NAMESPACE
+        for pod in self.kube.items(path("pods", ns), "app.kubernetes.io/component=scheduler"):
+            name = pod["metadata"]["name"]
+            if not unready:
+                self.kube.delete(path("pods", ns, name))
+                continue
+            self.kube.patch(path("pods", ns, name), {"metadata": {
+                "annotations": {MANUAL_STATUS: "manual"}}})
+            self.kube.patch(path("pods", ns, name, sub="status"), {"status": {
+                "conditions": [{"type": "Ready", "status": "False"},
+                               {"type": "ContainersReady", "status": "False"}],
+                "containerStatuses": [{
+                    "name": c["name"], "image": c["image"], "imageID": "", "ready": False,
+                    "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+                    for c in pod["spec"]["containers"]]}})
 
     def run_descheduler(self, policy: str) -> DeschedulerRun:
         """One run, as the CronJob's Job runs it: the rendered policy, the descheduler account."""

@@ -73,6 +73,15 @@ def test_an_api_server_restart_loses_nothing_and_every_process_lives_on(chaos: C
     assert all(proc.running() for proc, _ in chaos.webhooks.values())
 
 
+def test_the_compaction_scheduler_gone_strands_no_pod(chaos: Chaos) -> None:
+    # Its process killed and its Pod unready: new Pods go to the default scheduler, those
+    # left waiting on it are replaced, and it is routed to again once back.
+    faults.scheduler_gone(chaos, "kill")
+    report = chaos.reports[-1]
+    _nothing_lost(report)
+    assert report.stranded == 0, table([report])
+
+
 def test_no_planted_secret_reaches_a_log(chaos: Chaos) -> None:
     found, logs = chaos.secrets_to_find(), chaos.service_logs()
     assert {"env", "annotation"} <= set(found) and any(k.startswith("token") for k in found)

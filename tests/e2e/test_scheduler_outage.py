@@ -10,8 +10,6 @@ the missing one, and send Pods to it again once it is back."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,53 +17,16 @@ import pytest
 
 from compaction import names
 from localcluster import Cluster, Kube
-from localcluster.cluster import MANUAL_STATUS, NodeShape
+from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for
 from localcluster.process import Process
-from localcluster.stack import CompactorStack
+from localcluster.stack import SCHEDULER_DOWN_AFTER, CompactorStack, stranded_bound
+from localcluster.stranding import Stranding
 
 NS = "shop"
 POLICY = "outage"
-# The controller's settings in the stack (localcluster.stack): down after 10 s, Pods Pending
-# on the missing scheduler replaced after 20 s, once the intent grace (3 s here) has passed.
-DOWN_AFTER, STRANDED_AFTER, GRACE = 10.0, 20.0, 3.0
-# The longest a Pod may wait on the missing scheduler: its own bound, or the outage's
-# detection plus the grace, whichever is later, plus a few passes.
-BOUND = max(STRANDED_AFTER, DOWN_AFTER + GRACE) + 15.0
-
-
-class Stranding:
-    """Samples the Pods twice a second: how long each waited unbound on the compaction
-    scheduler, at most."""
-
-    def __init__(self, kube: Kube) -> None:
-        self.kube = kube
-        self.first_seen: dict[str, float] = {}
-        self.longest: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Stranding:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            now = time.monotonic()
-            for pod in self.kube.items(path("pods", NS)):
-                uid, spec = pod["metadata"]["uid"], pod["spec"]
-                if (spec.get("schedulerName") == names.MANAGED_SCHEDULER
-                        and not spec.get("nodeName")
-                        and not pod["metadata"].get("deletionTimestamp")):
-                    start = self.first_seen.setdefault(uid, now)
-                    self.longest[uid] = now - start
-
-    def over(self, bound: float) -> dict[str, float]:
-        return {uid: s for uid, s in self.longest.items() if s > bound}
+GRACE = 3.0  # the controller's intent grace here
+BOUND = stranded_bound(GRACE)
 
 
 @pytest.fixture(scope="module")
@@ -94,27 +55,6 @@ def _running(kube: Kube, count: int) -> list[dict[str, Any]] | None:
     pods = _pods(kube)
     ready = [p for p in pods if p["status"].get("phase") == "Running"]
     return ready if len(ready) == count and len(pods) == count else None
-
-
-def _scheduler_pod_unready(kube: Kube, unready: bool) -> None:
-    """The scheduler Deployment's Pod as a kubelet reports one whose image cannot be pulled
-    (``unready``), or deleted so that its ReplicaSet makes a new one, which kwok runs."""
-    for pod in kube.items(path("pods", names.INSTALL_NAMESPACE),
-                          "app.kubernetes.io/component=scheduler"):
-        name = pod["metadata"]["name"]
-        if not unready:
-            kube.delete(path("pods", names.INSTALL_NAMESPACE, name))
-            continue
-        kube.patch(path("pods", names.INSTALL_NAMESPACE, name), {"metadata": {
-            "annotations": {MANUAL_STATUS: "manual"}}})
-        if unready:
-            kube.patch(path("pods", names.INSTALL_NAMESPACE, name, sub="status"), {"status": {
-                "conditions": [{"type": "Ready", "status": "False"},
-                               {"type": "ContainersReady", "status": "False"}],
-                "containerStatuses": [{
-                    "name": c["name"], "image": c["image"], "imageID": "", "ready": False,
-                    "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}}
-                    for c in pod["spec"]["containers"]]}})
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +90,7 @@ def test_no_pod_is_stranded_on_a_scheduler_that_is_not_there(
     wait_for("the intent on web", lambda: names.INTENT_ANNOTATION in (kube.get(path(
         "deployments", NS, "web"))["metadata"].get("annotations") or {}), timeout=30)
     kube.patch(path("deployments", NS, "web"), {"spec": {"replicas": 2}})
-    with Stranding(kube) as stranding:
+    with Stranding(kube, [NS]) as stranding:
         before = wait_for("web on the compaction scheduler", lambda: _running(kube, 2),
                           timeout=60)
         assert {p["spec"]["schedulerName"] for p in before} == {names.MANAGED_SCHEDULER}
@@ -159,11 +99,11 @@ def test_no_pod_is_stranded_on_a_scheduler_that_is_not_there(
         proc = scheduler.pop()
         proc.stop()
         e2e_cluster.processes.remove(proc)
-        _scheduler_pod_unready(kube, True)
+        stack.scheduler_pods_unready(True)
         # A Pod created before the controller notices goes to the missing scheduler.
         kube.patch(path("deployments", NS, "web"), {"spec": {"replicas": 3}})
         wait_for("the fallback", lambda: _routing(kube) == "Unavailable",
-                 timeout=DOWN_AFTER + 30)
+                 timeout=SCHEDULER_DOWN_AFTER + 30)
         # New Pods now go to the default scheduler and run within the bound...
         kube.patch(path("deployments", NS, "web"), {"spec": {"replicas": 5}})
         # ...and the Pod left Pending on the missing scheduler is replaced.
@@ -180,7 +120,7 @@ def test_no_pod_is_stranded_on_a_scheduler_that_is_not_there(
                                        state="Unavailable") == 1
 
         # It returns: once available for a while, new Pods go to it again.
-        _scheduler_pod_unready(kube, False)
+        stack.scheduler_pods_unready(False)
         scheduler.append(stack.start_scheduler())
         wait_for("routed again", lambda: _routing(kube) == "Available", timeout=60)
         kube.patch(path("deployments", NS, "web"), {"spec": {"replicas": 7}})
@@ -189,6 +129,5 @@ def test_no_pod_is_stranded_on_a_scheduler_that_is_not_there(
         assert {p["spec"]["schedulerName"] for p in newest} == {names.MANAGED_SCHEDULER}
     # Never a Pod left waiting on the missing scheduler past the bound.
     assert stranding.first_seen, "no Pod ever waited on the missing scheduler: no outage"
-    print(f"Pods that waited on compactor-scheduler: {len(stranding.longest)}, the longest "
-          f"{max(stranding.longest.values()):.1f} s (bound {BOUND:.0f} s)")
+    print(stranding.summary(BOUND))
     assert stranding.over(BOUND) == {}, stranding.longest
