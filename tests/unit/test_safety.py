@@ -62,6 +62,6 @@ def test_every_reason_has_a_case() -> None:
     ({"evict_local_storage_pods": True}, {"local_storage": True}, DEPLOYMENT),
     ({"ignore_pvc_pods": False}, {"pvc": True}, DEPLOYMENT),
 ], ids=["daemonset", "system-critical", "local-storage", "pvc"])
-def test_the_evictor_flags_allow_what_they_name(flags: dict[str, bool], over: dict[str, Any],
+def test_the_evictor_flags_allow_what_they_name(flags: dict[str, Any], over: dict[str, Any],
                                                 kind: WorkloadType) -> None:
     assert eviction_hold(replace(POD, **over), kind, replace(DefaultEvictor(), **flags)) is None
