@@ -82,7 +82,8 @@ def hook_overlaps(records: Sequence[PodState], evictions: Sequence[AuditEvent],
 
     Replays the Pod timeline and the evictions in time order; ``desired`` says how many
     replicas were asked of a workload at a moment, ``workload_of`` which workload a Pod
-    (namespace, name) belongs to.
+    (namespace, name) belongs to. The eviction of a Pod no node ever took is not the hook's
+    (it replaces a Pod stranded on a missing scheduler, and takes nothing that runs).
     """
     events: list[tuple[float, int, object]] = [(r.at, 0, r) for r in records]
     events += [(e.at.timestamp(), 1, e) for e in evictions if e.ok]
@@ -108,6 +109,9 @@ def hook_overlaps(records: Sequence[PodState], evictions: Sequence[AuditEvent],
         elif isinstance(item, AuditEvent):
             workload = workload_of(item.namespace, item.name)
             if workload is None:
+                continue
+            state = pods.get(workload, {}).get(item.name)
+            if state is not None and not state.bound:
                 continue
             if not whole.get(workload, True) and not settled(workload, at):
                 overlaps += 1

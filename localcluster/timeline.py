@@ -23,6 +23,7 @@ class PodState:
     ready: bool
     deleting: bool
     present: bool = True
+    bound: bool = True  # has a node (a Pod waiting for a scheduler has none)
 
     @property
     def workload(self) -> str:
@@ -35,7 +36,8 @@ def _state(obj: Obj, at: float, present: bool = True) -> PodState:
                 for c in status.get("conditions") or [])
     return PodState(at, str(meta.get("namespace", "")), str(meta.get("name", "")),
                     str((meta.get("labels") or {}).get("app", "")), ready,
-                    bool(meta.get("deletionTimestamp")), present)
+                    bool(meta.get("deletionTimestamp")), present,
+                    bool((obj.get("spec") or {}).get("nodeName")))
 
 
 class PodTimeline:

@@ -110,6 +110,17 @@ def test_a_second_eviction_before_the_replacement_is_ready_is_one_too_many() -> 
     assert _overlaps(records, [(1, "a"), (4, "b")]) == 1
 
 
+def test_replacing_pods_stranded_on_a_missing_scheduler_is_not_the_hook_overlapping() -> None:
+    # Two Pods never bound (waiting on a scheduler that is gone) evicted together: neither
+    # took anything that runs, so neither counts against the hook's one-at-a-time rule.
+    def waiting(at: float, name: str) -> PodState:
+        return PodState(T0.timestamp() + at, "chaos", name, "web", False, False, True, False)
+    records = [_pod(0, "a"), waiting(0, "b"), waiting(0, "c")]
+    assert _overlaps(records, [(1, "b"), (1.1, "c")]) == 0
+    bound = [_pod(0, "a"), _pod(0, "b", ready=False), _pod(0, "c", ready=False)]
+    assert _overlaps(bound, [(1, "b"), (1.1, "c")]) == 1
+
+
 def test_takeover_counts_from_the_kill_to_another_holder() -> None:
     holders = [(0.0, "a"), (20.0, "b")]
     assert takeover(holders, killed_at=4.0, killed="a") == 16.0
