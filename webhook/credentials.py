@@ -17,11 +17,9 @@ from typing import Any
 
 import yaml
 
+from webhook.errors import CredentialsError
+
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-
-class CredentialsError(RuntimeError):
-    pass
 
 
 @dataclass

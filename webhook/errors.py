@@ -13,10 +13,19 @@
      │    ├── InvalidOwnerReference  invalid_owner: an owner reference no lookup may be built from
      │    ├── LookupFailed        api_error: the API server did not answer an owner lookup
      │    └── UnusableIntent      unknown_intent: the workload's intent cannot be read
-     └── OptedOut                 not a failure: an owner up the chain opted out (skipped)
+     ├── OptedOut                 not a failure: an owner up the chain opted out (skipped)
+     ├── CertificateMismatch      (also a RuntimeError) the serving certificate does not cover
+     │                            the Service names: refused at start, not reloaded after
+     ├── CredentialsError         (also a RuntimeError) neither in a cluster nor a readable
+     │                            kubeconfig: no reader for the API server
+     ├── NotServed                a watched resource is not served (its CRD is not installed)
+     └── WatchExpired             a watch's resourceVersion is too old (410 Gone): list again
 
-The admitter turns every one of the middle branch (and a timeout, and any other exception)
-into its decision; the endpoint only turns ``RejectedRequest`` into HTTP errors.
+The admitter turns every one of the ``AdmittedUnchanged`` branch (and a timeout, and any other
+exception) into its decision; the endpoint only turns ``RejectedRequest`` into HTTP errors.
+The last four never reach an admission: ``CertificateMismatch`` and ``CredentialsError`` are
+met while the server starts (and the certificate reloader keeps the old pair on a mismatch),
+the owner feed restarts its watch on ``NotServed`` and ``WatchExpired``.
 """
 
 from __future__ import annotations
@@ -74,3 +83,19 @@ class UnusableIntent(AdmittedUnchanged):
 
 class OptedOut(WebhookError):
     """An owner up the chain carries ``compactor.dev/ignore: "true"``."""
+
+
+class CertificateMismatch(WebhookError, RuntimeError):
+    """The certificate file lacks a name the API server dials the webhook Service by."""
+
+
+class CredentialsError(WebhookError, RuntimeError):
+    """No in-cluster ServiceAccount and no kubeconfig, or a kubeconfig that cannot be read."""
+
+
+class NotServed(WebhookError):
+    """The API server does not serve this resource (its CRD is not installed)."""
+
+
+class WatchExpired(WebhookError):
+    """The resourceVersion is too old to resume from (410 Gone): list again."""

@@ -19,7 +19,7 @@ from typing import Any, Final, Protocol
 from compaction import kinds
 from compaction.limit_range import fingerprint
 from compaction.ownership import CHAIN_KINDS
-from webhook.kubeapi import NotServed, WatchExpired
+from webhook.errors import NotServed, WatchExpired
 from webhook.metrics import Metrics
 from webhook.owners import OwnerRecord, record_of
 

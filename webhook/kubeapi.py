@@ -11,21 +11,13 @@ import aiohttp
 import orjson
 
 from webhook.credentials import Credentials, from_kubeconfig, in_cluster
-from webhook.errors import LookupFailed
+from webhook.errors import LookupFailed, NotServed, WatchExpired
 
 # Server-side conversion to PartialObjectMetadata: a ReplicaSet's pod template never crosses
 # the wire, and a list of thousands stays small.
 _META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 _META = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 WATCH_SECONDS = 300
-
-
-class NotServed(Exception):
-    """The API server does not serve this resource (its CRD is not installed)."""
-
-
-class WatchExpired(Exception):
-    """The resourceVersion is too old to resume from (410 Gone): list again."""
 
 
 class KubeReader:

@@ -13,19 +13,13 @@ import uvicorn
 from webhook.admission import Admitter
 from webhook.app import MutateFirst, create_app
 from webhook.connection import guarded_protocol, loop_factory
-from webhook.errors import LookupFailed
+from webhook.errors import CertificateMismatch, LookupFailed
 from webhook.feed import OwnerFeed
 from webhook.kubeapi import KubeReader
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache
 from webhook.settings import Settings
-from webhook.tls import (
-    CertificateMismatch,
-    CertReloader,
-    check_names,
-    harden,
-    read_one_record_at_a_time,
-)
+from webhook.tls import CertReloader, check_names, harden, read_one_record_at_a_time
 
 
 class Webhook:

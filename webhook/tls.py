@@ -20,6 +20,7 @@ from pathlib import Path
 
 from certs.authority import service_names
 from certs.certificate import missing_names, read
+from webhook.errors import CertificateMismatch
 
 log = logging.getLogger("compactor.webhook")
 # A TLS record carries at most 16 KiB of plaintext (RFC 8446, 5.1). asyncio reads up to
@@ -35,10 +36,6 @@ def read_one_record_at_a_time() -> None:
 
 # TLS 1.2 suites with forward secrecy and an AEAD cipher; TLS 1.3's suites are all of that.
 MODERN_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
-
-
-class CertificateMismatch(RuntimeError):
-    pass
 
 
 def harden(context: ssl.SSLContext) -> None:

@@ -14,7 +14,8 @@ from certs import certificate
 from certs.authority import BACKDATE, issue_ca, issue_serving, service_names
 from certs.manager import CertSettings, secret_for, state_from_secret
 from certs.rotation import Lifetimes, Names, Phase, plan
-from webhook.tls import CertificateMismatch, CertReloader, check_names
+from webhook.errors import CertificateMismatch
+from webhook.tls import CertReloader, check_names
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from certs.authority import issue_ca
-from webhook.credentials import CredentialsError, from_kubeconfig, in_cluster
+from webhook.credentials import from_kubeconfig, in_cluster
+from webhook.errors import CredentialsError
 
 CA = issue_ca("test-ca", datetime.timedelta(days=1), datetime.datetime.now(datetime.UTC))
 

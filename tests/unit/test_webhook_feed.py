@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from compaction.intent import Intent
+from webhook.errors import NotServed, WatchExpired
 from webhook.feed import KindStore, OwnerFeed, Source
-from webhook.kubeapi import NotServed, WatchExpired
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache, OwnerRecord
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from webhook.errors import NotServed
 from webhook.feed import OwnerFeed, Source
-from webhook.kubeapi import NotServed
 from webhook.metrics import Metrics
 
 RS = Source("ReplicaSet", "/apis/apps/v1/replicasets")
