@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction import names
+from compaction.packing import ffd_around, ffd_packing, lower_bound
 from localcluster.cluster import Cluster
 from localcluster.kube import Kube
 from localcluster.measure import (
@@ -16,9 +17,6 @@ from localcluster.measure import (
     Report,
     cpu_by_node,
     cpu_millis,
-    ffd_around,
-    ffd_packing,
-    lower_bound,
     mem_bytes,
     nodes_with,
     snapshot,

@@ -1,10 +1,10 @@
-"""Measurements of a compaction run: where Pods are, the packing bounds, the report."""
+"""Measurements of a compaction run: where Pods are, and the report (the packing bounds it
+holds are computed by ``compaction.packing``)."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,45 +79,6 @@ def snapshot(kube: Kube) -> list[PodFact]:
 
 def nodes_with(pods: Iterable[PodFact]) -> set[str]:
     return {p.node for p in pods if p.node}
-
-
-def ffd_packing(items: Sequence[tuple[int, int]], cpu: int, memory: int) -> int:
-    """Nodes a first-fit-decreasing packing of (cpu, memory) requests fills: a packing that
-    exists, so an upper bound on the optimum, not a lower bound."""
-    bins: list[list[int]] = []
-    for c, m in sorted(items, key=lambda i: max(i[0] / cpu, i[1] / memory), reverse=True):
-        for b in bins:
-            if b[0] + c <= cpu and b[1] + m <= memory:
-                b[0] += c
-                b[1] += m
-                break
-        else:
-            bins.append([c, m])
-    return len(bins)
-
-
-def ffd_around(fixed: Mapping[str, tuple[int, int]], items: Sequence[tuple[int, int]],
-               cpu: int, memory: int) -> int:
-    """Nodes a first-fit-decreasing packing fills when some Pods cannot move: the nodes they
-    hold are open bins from the start (with what they leave free), new bins after them."""
-    bins = [[c, m] for c, m in fixed.values()]
-    for c, m in sorted(items, key=lambda i: max(i[0] / cpu, i[1] / memory), reverse=True):
-        for b in bins:
-            if b[0] + c <= cpu and b[1] + m <= memory:
-                b[0] += c
-                b[1] += m
-                break
-        else:
-            bins.append([c, m])
-    return len(bins)
-
-
-def lower_bound(items: Sequence[tuple[int, int]], cpu: int, memory: int, pods: int) -> int:
-    """No packing needs fewer nodes: max(ceil(Σcpu/cap), ceil(Σmem/cap), ceil(count/podcap))."""
-    if not items:
-        return 0
-    return max(math.ceil(sum(c for c, _ in items) / cpu),
-               math.ceil(sum(m for _, m in items) / memory), math.ceil(len(items) / pods))
 
 
 def cpu_by_node(pods: Iterable[PodFact], nodes: Sequence[str]) -> dict[str, int]:

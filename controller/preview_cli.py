@@ -1,0 +1,240 @@
+"""``kubectl compactor plan``: what the policies would free on a live cluster, read-only.
+
+The I/O edge of ``controller.preview``: it reads the kubeconfig, lists what a pass reads (with
+the controller's own list calls and parsers, ``controller.reader``), reads policy and price
+files, and prints. It never writes to the API server: every request is a list (``get`` and
+``list`` are all the ``compactor-preview`` ClusterRole grants). Exit codes: 0 when the plan
+was made, 2 when it could not be (the cluster unreachable, credentials refused, a permission
+missing, a policy invalid, a file unreadable), each said in one line per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient, Configuration
+
+from compaction import names
+from controller import preview
+from controller.api import UNREACHABLE, Api, ApiError
+from controller.reader import Reader
+from controller.snapshot import EvaluationObject, PolicyObject, Snapshot
+from controller.sources import (
+    EVALUATIONS,
+    JOBS,
+    NAMESPACES,
+    NODES,
+    PDBS,
+    PODS,
+    POLICIES,
+    REPLICA_SETS,
+)
+
+FAILED: Final = 2
+PROG: Final = "kubectl compactor"
+
+
+class PreviewReader(Reader):
+    """The reader's list calls and parsers for exactly what a drain plan needs: nodes, Pods,
+    disruption budgets, namespaces, the owning workloads (and their ReplicaSets and Jobs),
+    and the policies when they come from the cluster (a kind not served has none)."""
+
+    def __init__(self, api: Api, cluster_policies: bool) -> None:
+        super().__init__(api)
+        self.cluster_policies = cluster_policies
+
+    async def read(self) -> Snapshot:
+        policies: list[PolicyObject] = []
+        if self.cluster_policies:
+            for path in POLICIES:
+                policies += await self._cached(path)
+        evaluation: EvaluationObject | None = None
+        for name, found in await self._cached(EVALUATIONS):
+            if name == names.EVALUATION_NAME:
+                evaluation = found
+        namespaces = dict(await self._cached(NAMESPACES))
+        workloads = await self._workloads(namespaces)
+        owners = await self._cached(REPLICA_SETS)
+        owners += [owner for owner, _ in await self._cached(JOBS)]
+        return Snapshot(
+            policies=tuple(policies), evaluation=evaluation, namespaces=namespaces,
+            nodes=tuple(await self._cached(NODES)), pdbs=tuple(await self._cached(PDBS)),
+            workloads=tuple(workloads), owners=tuple(owners),
+            pods=tuple(await self._cached(PODS)))
+
+
+class Failure(Exception):
+    """Why no plan was made: one line per problem."""
+
+    def __init__(self, *lines: str) -> None:
+        self.lines = lines
+        super().__init__("; ".join(lines))
+
+
+def _resource(path: str) -> str:
+    """``/apis/apps/v1/deployments`` -> ``deployments.apps``; ``/api/v1/pods`` -> ``pods``."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api":
+        return parts[-1]
+    return f"{parts[-1]}.{parts[1]}"
+
+
+def api_failure(e: ApiError, path: str, server: str) -> Failure:
+    """One line naming what failed."""
+    if e.status == UNREACHABLE:
+        return Failure(f"cannot reach the API server at {server}: {e.message}")
+    if e.status == 401:
+        return Failure(f"the API server at {server} refused the credentials (401 "
+                       "Unauthorized): they are missing, invalid or expired; log in again")
+    if e.status == 403:
+        return Failure(f"forbidden (403): cannot list {_resource(path)} at the cluster scope "
+                       f"({e.message}); grant the ClusterRole compactor-preview")
+    return Failure(f"listing {_resource(path)} failed: HTTP {e.status} {e.reason}: "
+                   f"{e.message[:300]}")
+
+
+class _Tracking(Api):
+    """The API client, remembering the last path it asked for (to name it in an error)."""
+
+    last_path = ""
+
+    async def request(self, method: str, path: str, body: Any = None,
+                      content_type: str = "application/json",
+                      query: dict[str, str] | None = None) -> dict[str, Any]:
+        assert method == "GET", f"the preview only reads; it asked to {method} {path}"
+        self.last_path = path
+        return await super().request(method, path, body, content_type, query)
+
+
+def kubeconfig_files(given: str | None) -> list[str]:
+    """The kubeconfig files kubectl would read: ``--kubeconfig``, else ``$KUBECONFIG`` (a
+    list), else ``~/.kube/config``."""
+    if given:
+        return [given]
+    listed = [f for f in os.environ.get("KUBECONFIG", "").split(os.pathsep) if f]
+    return listed or [str(Path("~/.kube/config").expanduser())]
+
+
+async def _connect(kubeconfig: str | None, context: str | None) -> _Tracking:
+    files = kubeconfig_files(kubeconfig)
+    if not any(Path(f).expanduser().is_file() for f in files):
+        raise Failure(f"no kubeconfig: {', '.join(files)} not found (--kubeconfig FILE)")
+    cfg = Configuration()
+    try:
+        await kube_config.load_kube_config(
+            config_file=os.pathsep.join(files), context=context, client_configuration=cfg,
+            persist_config=False)  # read-only: a refreshed token is not written back
+    except (kube_config.ConfigException, OSError, yaml.YAMLError, KeyError, TypeError) as e:
+        raise Failure(f"cannot load the kubeconfig: {e}") from e
+    return _Tracking(ApiClient(cfg))
+
+
+async def read_cluster(kubeconfig: str | None, context: str | None,
+                       cluster_policies: bool) -> Snapshot:
+    api = await _connect(kubeconfig, context)
+    try:
+        return await PreviewReader(api, cluster_policies).read()
+    except ApiError as e:
+        raise api_failure(e, api.last_path, str(api.client.configuration.host)) from e
+    finally:
+        await api.close()
+
+
+def _load_yaml(file: str, many: bool) -> Any:
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text()
+        return list(yaml.safe_load_all(text)) if many else yaml.safe_load(text)
+    except OSError as e:
+        raise Failure(f"{file}: cannot read: {e.strerror or e}") from e
+    except yaml.YAMLError as e:
+        raise Failure(f"{file}: not YAML: {' '.join(str(e).split())}") from e
+
+
+def policy_files(files: Sequence[str]) -> preview.Policies:
+    docs = [(f"{file}#{i}", doc) for file in files
+            for i, doc in enumerate(_load_yaml(file, many=True), 1)]
+    chosen = preview.read_documents(docs)
+    if not chosen.problems and not chosen.policies:
+        raise Failure(f"{', '.join(files)}: no ClusterCompactionPolicy or CompactionPolicy")
+    return chosen
+
+
+def prices(file: str | None, per_node: float | None) -> preview.Prices:
+    if per_node is not None and per_node < 0:
+        raise Failure("--price-per-node: must be >= 0")
+    by_type: dict[str, float] = {}
+    if file is not None:
+        by_type, problems = preview.parse_prices(_load_yaml(file, many=False), file)
+        if problems:
+            raise Failure(*problems)
+    return preview.Prices(by_type, per_node)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog=PROG, description=(
+        "Compactor's kubectl plugin. 'plan' previews, without writing anything, which nodes "
+        "the compaction policies would free on the cluster."))
+    commands = top.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("plan", help="what the policies would free (read-only)",
+                            description="Plans with the controller's own planner and prints "
+                            "the nodes it would free, why the others stay, and the savings.")
+    p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
+                   help="policies to judge instead of the cluster's (multi-document YAML; "
+                   "repeatable; - for stdin); works where Compactor is not installed")
+    p.add_argument("--kubeconfig", help="the kubeconfig (default: $KUBECONFIG or "
+                   "~/.kube/config)")
+    p.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    p.add_argument("--price", metavar="FILE", help="YAML of instance type (the node label "
+                   f"{preview.INSTANCE_TYPE_LABEL}) to hourly price")
+    p.add_argument("--price-per-node", type=float, metavar="HOURLY",
+                   help="one hourly price for every node (for those --price does not list)")
+    return top
+
+
+def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
+    """Exit code, what to print, and the error lines."""
+    args = parser().parse_args(argv)
+    try:
+        cost = prices(args.price, args.price_per_node)
+        chosen = policy_files(args.filename) if args.filename else None
+        if chosen is not None and chosen.problems:
+            raise Failure(*chosen.problems)
+        snapshot = asyncio.run(read_cluster(args.kubeconfig, args.context, chosen is None))
+        if chosen is None:
+            chosen = preview.cluster_policies(snapshot)
+            if chosen.problems:
+                raise Failure(*chosen.problems)
+        snapshot = preview.with_policies(snapshot, chosen)
+        now = datetime.datetime.now(datetime.UTC)
+        report = preview.build(snapshot, preview.plan_preview(snapshot, now), cost)
+    except Failure as e:
+        return FAILED, "", list(e.lines)
+    if args.output == "json":
+        return 0, json.dumps(preview.as_dict(report), indent=2), []
+    if args.output == "yaml":
+        return 0, yaml.safe_dump(preview.as_dict(report), sort_keys=False).rstrip(), []
+    return 0, preview.text(report), []
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    code, out, errors = run(argv)
+    if out:
+        print(out)
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

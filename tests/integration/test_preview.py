@@ -1,0 +1,202 @@
+"""``kubectl compactor plan`` against the real API server: the installed console script, run
+with a ServiceAccount that has exactly the ``compactor-preview`` ClusterRole (get and list
+only, so it can write nothing), on a small spread cluster where Compactor was never
+installed (its CRDs need not exist), with a policy from ``-f``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from localcluster import Cluster, Kube
+from localcluster.cluster import ROOT
+from localcluster.kube import path, wait_for
+from localcluster.process import free_port
+from localcluster.stack import service_account_token, token_kubeconfig
+from tests.integration.conftest import Policies
+
+PLUGIN = str(Path(sys.executable).parent / "kubectl-compactor")
+ROLE_FILE = ROOT / "deploy" / "rbac" / "preview.yaml"
+PAUSE = "registry.k8s.io/pause:3.10"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PLUGIN, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KUBECONFIG": "/nonexistent"})
+
+
+def _role() -> dict[str, Any]:
+    (role,) = [d for d in yaml.safe_load_all(ROLE_FILE.read_text()) if d]
+    assert role["kind"] == "ClusterRole"
+    return dict(role)
+
+
+def _bind(kube: Kube, namespace: str, role: dict[str, Any], name: str) -> None:
+    """``role`` under ``name``, bound to a ServiceAccount ``name`` of ``namespace``."""
+    kube.apply(path("serviceaccounts", namespace, name), {
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace}})
+    kube.apply(path("clusterroles", name=name), {**role, "metadata": {"name": name}})
+    kube.apply(path("clusterrolebindings", name=name), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]})
+
+
+@dataclass
+class Spread:
+    nodes: list[str]
+    policy_file: Path
+    kubeconfig: Path  # the ServiceAccount with exactly compactor-preview
+    short: Path  # one with the same role less list on poddisruptionbudgets
+    workdir: Path
+
+
+@pytest.fixture
+def spread(cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+           tmp_path: Path) -> Iterator[Spread]:
+    """Three kwok nodes of their own (labelled and tainted for this test), a Deployment of
+    three small replicas the default scheduler spread one per node, and a policy for them."""
+    tag = namespace
+    nodes = [f"preview-{tag}-{i}" for i in range(3)]
+    workloads.add_nodes(kube, nodes, labels={"preview-pool": tag})
+    for name in nodes:
+        kube.patch(path("nodes", name=name), {"spec": {"taints": [
+            {"key": "preview", "value": tag, "effect": "NoSchedule"}]}})
+    labels = {"app": "web"}
+    kube.create(path("deployments", namespace), {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels}, "spec": {
+                "nodeSelector": {"preview-pool": tag},
+                "tolerations": [{"key": "preview", "operator": "Equal", "value": tag,
+                                 "effect": "NoSchedule"}],
+                "containers": [{"name": "app", "image": PAUSE, "resources": {
+                    "requests": {"cpu": "200m", "memory": "256Mi"}}}]}}}})
+
+    def spread_out() -> set[str] | None:
+        pods = kube.items(path("pods", namespace), "app=web")
+        on = {p["spec"].get("nodeName") for p in pods if p["status"].get("phase") == "Running"}
+        return on if len(pods) == 3 and on == set(nodes) else None
+    wait_for("three replicas running, one per node", spread_out)
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(yaml.safe_dump_all([{
+        "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+        "metadata": {"name": "spread"},
+        "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": [namespace]}},
+                 "descheduler": {"nodeSelector": {"matchLabels": {"preview-pool": tag}}}}}]))
+    full, short = f"preview-{uuid.uuid4().hex[:6]}", f"preview-short-{uuid.uuid4().hex[:6]}"
+    _bind(kube, namespace, _role(), full)
+    less = _role()
+    less["rules"] = [r for r in less["rules"] if r["apiGroups"] != ["policy"]]
+    _bind(kube, namespace, less, short)
+    try:
+        yield Spread(nodes, policy_file, token_kubeconfig(
+            cluster, service_account_token(kube, namespace, full), tmp_path / "full.yaml"),
+            token_kubeconfig(cluster, service_account_token(kube, namespace, short),
+                             tmp_path / "short.yaml"), tmp_path)
+    finally:
+        for name in (full, short):
+            kube.delete(path("clusterrolebindings", name=name))
+            kube.delete(path("clusterroles", name=name))
+        kube.delete(path("deployments", namespace, "web"))
+        for name in nodes:
+            kube.delete(path("nodes", name=name))
+
+
+def test_the_preview_role_alone_plans_a_spread_cluster(spread: Spread, cluster: Cluster
+                                                       ) -> None:
+    done = _run("plan", "-f", str(spread.policy_file), "--kubeconfig", str(spread.kubeconfig),
+                "-o", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["policies"] == ["spread"]
+    assert set(spread.nodes) <= set(report["nodesInUse"])
+    freed = [f["node"] for f in report["freeable"]]
+    assert len(freed) == 2 and set(freed) < set(spread.nodes), report
+    (kept,) = set(spread.nodes) - set(freed)
+    assert [r["code"] for r in report["stays"][kept]] == ["destination"]
+    assert [(f["podsToMove"], f["evictions"]) for f in report["freeable"]] == [(1, 1), (1, 1)]
+    # The three replicas fit on one node: the plan reaches the packing's bound for them.
+    assert report["podsToMove"] == 2
+    assert report["lowerBound"] <= report["ffdPacking"]
+    assert report["lowerBound"] <= report["nodesAfter"]
+
+    # As kubectl runs it: a plugin found on the PATH, its arguments passed on.
+    text = subprocess.run(
+        [str(cluster.bin / "kubectl"), "compactor", "plan", "-f", str(spread.policy_file),
+         "--kubeconfig", str(spread.kubeconfig), "--price-per-node", "0.1"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": f"{Path(PLUGIN).parent}{os.pathsep}{os.environ['PATH']}"})
+    assert text.returncode == 0, text.stderr
+    assert "Could free 2 nodes, in the order they would be drained:" in text.stdout
+    assert "Savings: $146.00/month (730 h) for 2 priced nodes" in text.stdout
+    print(text.stdout)  # the sample of docs/preview.md
+
+
+def test_one_permission_less_fails_naming_it(spread: Spread) -> None:
+    done = _run("plan", "-f", str(spread.policy_file), "--kubeconfig", str(spread.short))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "forbidden (403): cannot list poddisruptionbudgets.policy" in line, line
+    assert done.stdout == ""
+
+
+def test_a_bad_policy_lists_every_problem_with_its_path(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump_all([
+        {"apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+         "metadata": {"name": "bad"}, "spec": {"weight": "heavy", "descheduler": {
+             "maxNoOfPodsToEvictPerNode": -1}}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}]))
+    done = _run("plan", "-f", str(bad), "--kubeconfig", "/nonexistent")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    paths = [line.split(": ")[3] for line in lines]
+    assert paths == ["spec.weight", "spec.descheduler.maxNoOfPodsToEvictPerNode",
+                     "apiVersion", "kind"], lines
+    assert all(line.startswith(f"error: {bad}#") for line in lines)
+
+
+def test_an_unreachable_cluster_and_refused_credentials_say_so_in_one_line(
+        cluster: Cluster, tmp_path: Path, kube: Kube) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(yaml.safe_dump({
+        "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+        "metadata": {"name": "p"}, "spec": {}}))
+    port = free_port()
+    nowhere = token_kubeconfig(cluster, "x", tmp_path / "nowhere.yaml",
+                               server=f"https://127.0.0.1:{port}")
+    done = _run("plan", "-f", str(policy), "--kubeconfig", str(nowhere))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot reach the API server at https://127.0.0.1:{port}")
+
+    refused = token_kubeconfig(cluster, "not-a-token", tmp_path / "refused.yaml")
+    done = _run("plan", "-f", str(policy), "--kubeconfig", str(refused))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "refused the credentials (401 Unauthorized)" in line, line
+
+
+def test_without_files_the_clusters_own_policies_are_judged(
+        spread: Spread, compaction_policies: Policies, namespace: str) -> None:
+    name = compaction_policies.make(namespace, {"descheduler": {
+        "nodeSelector": {"matchLabels": {"preview-pool": namespace}}}})
+    done = _run("plan", "--kubeconfig", str(spread.kubeconfig), "-o", "yaml")
+    assert done.returncode == 0, done.stderr
+    report = yaml.safe_load(done.stdout)
+    assert name in report["policies"]
+    assert len([f for f in report["freeable"] if f["node"] in spread.nodes]) == 2

@@ -1,0 +1,252 @@
+"""The preview's report (``controller.preview``), as table tests of its pure parts: the order
+of the freed nodes, the grouping of the nodes that stay, the packing bounds, the prices, and
+the policy files' problems; and one plan of a small spread cluster through the controller's
+own ``plan``."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from compaction import packing
+from compaction.workload import WorkloadType
+from controller import preview
+from controller.actions import Plan
+from controller.drains import DrainPlan, Unremovable
+from controller.scheduling import Placement
+from controller.simulation import Reason
+from controller.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot
+from controller.workloads import WorkloadObject, workload_object
+from tests.unit.test_planner import GI, NOW, node, pod
+
+R_KS = Reason("protected_namespace", "pod kube-system/dns is in kube-system")
+R_PDB = Reason("pdb", "pdb shop/web allows 0 disruptions")
+R_DEST = Reason("destination", "takes Pods of the nodes planned to drain first")
+
+
+@pytest.mark.parametrize(("lists", "expected"), [
+    ([], []),
+    ([("a", "b", "c")], ["a", "b", "c"]),
+    ([("a", "c"), ("b", "c")], ["a", "b", "c"]),
+    ([("b", "c"), ("a", "b")], ["a", "b", "c"]),  # a before b, b before c
+    ([("x",), ("a", "x", "y")], ["a", "x", "y"]),
+])
+def test_freed_nodes_keep_the_order_of_every_policy(lists: list[tuple[str, ...]],
+                                                    expected: list[str]) -> None:
+    assert preview.merge_in_order(lists) == expected
+
+
+@pytest.mark.parametrize(("stays", "expected"), [
+    ({}, []),
+    ({"n1": [R_KS], "n2": [R_KS], "n3": [R_PDB]},
+     [("protected_namespace", ("n1", "n2")), ("pdb", ("n3",))]),
+    # A node with two causes counts under each; ties by code.
+    ({"n1": [R_PDB, R_DEST], "n2": [R_DEST]}, [("destination", ("n1", "n2")), ("pdb", ("n1",))]),
+    ({"n1": [Reason("brand_new", "x")]}, [("brand_new", ("n1",))]),
+])
+def test_nodes_that_stay_are_grouped_by_reason_code(
+        stays: dict[str, list[Reason]], expected: list[tuple[str, tuple[str, ...]]]) -> None:
+    held = preview.group(stays)
+    assert [(h.code, h.nodes) for h in held] == expected
+    for h in held:
+        assert h.cause == preview.CAUSES.get(h.code, h.code)
+
+
+@pytest.mark.parametrize(("items", "capacity", "lower", "ffd"), [
+    ([], (4, 4), 0, 0),
+    ([(1, 1)] * 4, (4, 4), 1, 1),
+    ([(3, 1), (3, 1), (2, 1)], (4, 4), 2, 3),  # 8/4 = 2, but no two of 3 share a node
+    ([(1, 3), (1, 3)], (4, 4), 2, 2),  # memory decides
+    ([(5, 1)], (4, 4), 2, 1),  # larger than a node: it still takes one
+])
+def test_packing_bounds(items: list[tuple[int, int]], capacity: tuple[int, int], lower: int,
+                        ffd: int) -> None:
+    assert packing.lower_bound_of(items, capacity) == lower
+    assert packing.ffd(items, capacity) == ffd
+
+
+def test_the_two_resource_forms_of_the_local_cluster_agree() -> None:
+    items = [(1000, 2), (3000, 1), (2500, 3)]
+    assert packing.ffd_packing(items, 4000, 4) == packing.ffd(items, (4000, 4)) == 2
+    assert packing.lower_bound(items, 4000, 4, 110) == 2
+    assert packing.ffd_around({"n": (3500, 0)}, [(1000, 1)], 4000, 4) == 2
+
+
+def _drains(*plans: DrainPlan) -> Plan:
+    return Plan(drains=plans)
+
+
+NODES = [node("n1", labels={preview.INSTANCE_TYPE_LABEL: "m5.large"}),
+         node("n2", labels={preview.INSTANCE_TYPE_LABEL: "m5.xlarge"}),
+         node("n3")]
+PODS = [pod("a", "n1"), pod("b", "n1", priority=-10), pod("c", "n2"), pod("d", "n3"),
+        pod("e", "n3", ns="kube-system")]
+MOVED = {("shop", "a"): "n3", ("shop", "b"): "n3", ("shop", "c"): "n3"}
+
+
+@pytest.mark.parametrize(("prices", "monthly", "unpriced", "hourly"), [
+    (preview.Prices(), None, None, [None, None]),
+    (preview.Prices({"m5.large": 0.1}), 73.0, ("n2",), [0.1, None]),
+    (preview.Prices({"m5.large": 0.1}, per_node=1.0), 803.0, (), [0.1, 1.0]),
+    (preview.Prices(per_node=0.5), 730.0, (), [0.5, 0.5]),
+])
+def test_savings_of_the_freed_nodes(prices: preview.Prices, monthly: float | None,
+                                    unpriced: tuple[str, ...] | None,
+                                    hourly: list[float | None]) -> None:
+    report = preview.build(Snapshot(nodes=tuple(NODES), pods=tuple(PODS)), _drains(
+        DrainPlan("p", ("n1", "n2", "n3"), ("n1", "n2"), moves=MOVED,
+                  unremovable=(Unremovable("n3", (R_KS, R_DEST)),))), prices)
+    assert [f.hourly for f in report.freeable] == hourly
+    if monthly is None:
+        assert report.savings is None
+    else:
+        assert report.savings is not None
+        assert report.savings.monthly == pytest.approx(monthly)
+        assert report.savings.unpriced == unpriced
+
+
+def test_the_report_counts_moves_evictions_and_the_nodes_after() -> None:
+    report = preview.build(Snapshot(nodes=tuple(NODES), pods=tuple(PODS)), _drains(
+        DrainPlan("p", ("n1", "n2", "n3"), ("n1", "n2"), moves=MOVED,
+                  unremovable=(Unremovable("n3", (R_KS, R_DEST)),))))
+    assert [(f.node, f.pods, f.evictions) for f in report.freeable] == [
+        ("n1", 2, 1), ("n2", 1, 1)]  # the placeholder moves without an eviction
+    assert report.pods_to_move == 3 and report.evictions == 2
+    assert report.stays == {"n3": (R_KS, R_DEST)}
+    assert [h.code for h in report.held] == ["destination", "protected_namespace"]
+    b = report.bounds
+    assert (b.nodes_after, b.lower_bound, b.ffd) == (1, 1, 1)
+    assert b.per_resource == {"cpu": 1, "memory": 1, "pods": 1}
+    data = preview.as_dict(report)
+    assert data["freeable"][0] == {"node": "n1", "podsToMove": 2, "evictions": 1,
+                                   "hourlyPrice": None}
+    assert data["heldBy"][0]["count"] == 1
+    assert "Could free 2 nodes" in preview.text(report)
+
+
+@pytest.mark.parametrize(("pods", "in_use", "capacity", "lower"), [
+    # Requests of 5 CPUs on 4-CPU nodes: 2 nodes at least.
+    ([pod("a", "n1", cpu=2.5), pod("b", "n2", cpu=2.5)], ("n1", "n2"),
+     {"cpu": 4000, "memory": 16 * GI, "pods": 110_000}, 2),
+    # A DaemonSet Pod on every node takes its share of each node first.
+    ([pod("a", "n1", cpu=2), pod("b", "n2", cpu=2),
+      pod("d1", "n1", cpu=1, owner=("DaemonSet", "ds")),
+      pod("d2", "n2", cpu=1, owner=("DaemonSet", "ds"))], ("n1", "n2"),
+     {"cpu": 3000, "memory": 15 * GI, "pods": 109_000}, 2),
+    # A finished Pod holds nothing.
+    ([pod("a", "n1", cpu=3), dataclasses.replace(pod("b", "n2", cpu=3), phase="Succeeded")],
+     ("n1",),
+     {"cpu": 4000, "memory": 16 * GI, "pods": 110_000}, 1),
+])
+def test_bounds_use_what_a_node_offers_the_workload_pods(
+        pods: list[PodInfo], in_use: tuple[str, ...], capacity: dict[str, int],
+        lower: int) -> None:
+    snapshot = Snapshot(nodes=(node("n1"), node("n2")), pods=tuple(pods))
+    b = preview.bounds(pods, snapshot, in_use, 0)
+    assert dict(b.capacity) == capacity
+    assert b.lower_bound == lower
+
+
+def test_nodes_without_a_policy_to_judge_them_say_so() -> None:
+    pods = (pod("a", "n1"),)
+    no_policy = preview.build(Snapshot(nodes=(node("n1"),), pods=pods), _drains())
+    assert [r.code for r in no_policy.stays["n1"]] == ["no_policy"]
+    outside = preview.build(Snapshot(nodes=(node("n1"),), pods=pods),
+                            _drains(DrainPlan("p")))
+    assert [r.code for r in outside.stays["n1"]] == ["no_pool"]
+
+
+def test_pods_the_simulation_does_not_judge_are_reported_with_their_reason() -> None:
+    spread = Placement(unsimulated="topology spread on zone (DoNotSchedule)")
+    pods = (pod("a", "n1", placement=spread), pod("b", "n1"))
+    report = preview.build(Snapshot(nodes=(node("n1"),), pods=pods), _drains(DrainPlan("p")))
+    assert report.unsimulated == (preview.Unsimulated(
+        "shop/a", "n1", "topology spread on zone (DoNotSchedule)"),)
+    assert "topology spread on zone" in preview.text(report)
+
+
+def _doc(**over: Any) -> dict[str, Any]:
+    return {"apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+            "metadata": {"name": "spread"}, "spec": {}, **over}
+
+
+@pytest.mark.parametrize(("docs", "problems"), [
+    ([_doc()], []),
+    ([None, _doc()], []),
+    ([_doc(apiVersion="v1")], ["f#1: ClusterCompactionPolicy/spread: apiVersion: must be "
+                               "compactor.dev/v1alpha1"]),
+    ([_doc(kind="ConfigMap")], ["f#1: ConfigMap/spread: kind: must be "
+                                "ClusterCompactionPolicy or CompactionPolicy"]),
+    ([_doc(spec={"weight": "heavy", "descheduler": {"maxNoOfPodsToEvictPerNode": -1}})],
+     ["f#1: ClusterCompactionPolicy/spread: spec.weight: ",
+      "f#1: ClusterCompactionPolicy/spread: spec.descheduler.maxNoOfPodsToEvictPerNode: "]),
+    (["text"], ["f#1: (document): is a str, not an object"]),
+])
+def test_policy_documents_go_through_the_controllers_validation(
+        docs: list[Any], problems: list[str]) -> None:
+    chosen = preview.read_documents((f"f#{i}", d) for i, d in enumerate(docs, 1))
+    assert len(chosen.problems) == len(problems), chosen.problems
+    for line, start in zip(chosen.problems, problems, strict=True):
+        assert line.startswith(start), line
+
+
+def test_a_namespaced_policy_without_a_namespace_lands_in_default() -> None:
+    chosen = preview.read_documents([("f#1", _doc(kind="CompactionPolicy"))])
+    assert not chosen.problems
+    assert chosen.policies[0].namespace == "default"
+
+
+@pytest.mark.parametrize(("raw", "by_type", "problems"), [
+    ({"m5.large": 0.096, "c5.xlarge": 1}, {"m5.large": 0.096, "c5.xlarge": 1.0}, 0),
+    ({"m5.large": "cheap", "x": -1, "y": True}, {}, 3),
+    (["m5.large"], {}, 1),
+])
+def test_price_files(raw: Any, by_type: dict[str, float], problems: int) -> None:
+    found, said = preview.parse_prices(raw, "prices.yaml")
+    assert found == by_type and len(said) == problems
+
+
+def _deployment(name: str, ns: str, replicas: int) -> WorkloadObject:
+    w = workload_object(WorkloadType.DEPLOYMENT, {
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
+        "spec": {"replicas": replicas, "template": {"metadata": {"labels": {"app": name}}}}},
+        {})
+    assert w is not None
+    return w
+
+
+def _spread(nodes: Sequence[NodeInfo]) -> list[PodInfo]:
+    return [dataclasses.replace(pod(f"web-{i}", n.name, cpu=0.2, gi=0.25), owner=(
+        "ReplicaSet", "web-1")) for i, n in enumerate(nodes)]
+
+
+def test_a_spread_cluster_planned_by_the_controllers_own_plan() -> None:
+    nodes = (node("n1"), node("n2"), node("n3"))
+    chosen = preview.read_documents([("f#1", _doc(spec={
+        "scope": {"namespaceSelector": {"operator": "In", "values": ["shop"]}}}))])
+    snapshot = preview.with_policies(Snapshot(
+        nodes=nodes, pods=tuple(_spread(nodes)), namespaces={"shop": {}},
+        workloads=(_deployment("web", "shop", 3),),
+        owners=(OwnerInfo("ReplicaSet", "shop", "web-1", ("Deployment", "web"), {}),)), chosen)
+    report = preview.build(snapshot, preview.plan_preview(snapshot, NOW))
+    assert report.policies == ("spread",)
+    assert len(report.freeable) == 2 and len(report.stays) == 1
+    (kept,) = report.stays
+    assert {r.code for r in report.stays[kept]} == {"destination"}
+    assert report.bounds.nodes_after == report.bounds.lower_bound == report.bounds.ffd == 1
+
+
+def test_the_report_module_does_no_io() -> None:
+    """controller.preview decides and formats; only controller.preview_cli talks to the API
+    server (as the controller's pure modules leave that to the reader and executor)."""
+    probe = ("import sys, controller.preview; "
+             "print(sorted(m for m in ('controller.api', 'controller.reader', 'aiohttp', "
+             "'kubernetes_asyncio') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
