@@ -18,7 +18,7 @@ from compaction.scope import opted_out
 from webhook.errors import AdmittedUnchanged, OptedOut
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache
-from webhook.patch import build_patch, resource_patch
+from webhook.patch import build_pod_patch
 from webhook.review import AdmissionRequest, PodView, is_pod_create, pod_view
 
 log = logging.getLogger("compactor.webhook")
@@ -105,25 +105,21 @@ class Admitter:
             return Decision(Outcome.SKIPPED, reason=f"owner opted out: {e}")
         if found is None:
             return Decision(Outcome.UNCHANGED, reason="no workload intent")
-        ops: list[dict[str, Any]] = []
-        if found.intent is not None and found.rendered is not None:
-            plan = build_patch(pod, found.intent, found.rendered, self.exempt_schedulers)
-            if plan.kept_scheduler:
-                self.metrics.gpu_overrides.labels(plan.kept_scheduler).inc()
-                log.info("pod %s/%s keeps scheduler %s over %s (intent of %s/%s)",
-                         pod.namespace, pod.name, plan.kept_scheduler,
-                         found.intent.scheduler_name, found.owner_kind, found.owner_name)
-            ops = plan.ops
-        if found.resources is not None:
-            resized = resource_patch(
-                pod, found.resources, self.limit_ranges(pod.namespace),
-                pod.has_annotations or any(o["path"] == "/metadata/annotations" for o in ops))
-            self.metrics.resource_patch_outcomes[resized.outcome].inc()
-            if resized.outcome not in ("applied", "unchanged"):
+        patch = build_pod_patch(
+            pod, found.intent, found.rendered, found.resources,
+            self.limit_ranges(pod.namespace) if found.resources is not None else None,
+            self.exempt_schedulers)
+        if patch.kept_scheduler and found.intent is not None:
+            self.metrics.gpu_overrides.labels(patch.kept_scheduler).inc()
+            log.info("pod %s/%s keeps scheduler %s over %s (intent of %s/%s)",
+                     pod.namespace, pod.name, patch.kept_scheduler,
+                     found.intent.scheduler_name, found.owner_kind, found.owner_name)
+        if patch.resources is not None:
+            self.metrics.resource_patch_outcomes[patch.resources].inc()
+            if patch.resources not in ("applied", "unchanged"):
                 log.info("pod %s/%s admitted with its own resources (%s; plan of %s/%s)",
-                         pod.namespace, pod.name, resized.outcome, found.owner_kind,
+                         pod.namespace, pod.name, patch.resources, found.owner_kind,
                          found.owner_name)
-            ops = ops + resized.ops
-        if not ops:
+        if not patch.ops:
             return Decision(Outcome.UNCHANGED, reason="already compliant")
-        return Decision(Outcome.PATCHED, ops)
+        return Decision(Outcome.PATCHED, patch.ops)

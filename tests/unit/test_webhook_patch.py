@@ -1,4 +1,5 @@
-"""build_patch: the JSONPatch for labels, the intent marker and schedulerName. Pure."""
+"""build_patch: the JSONPatch for labels, the intent marker and schedulerName; build_pod_patch:
+that patch and the resource plan's together. Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any
 import pytest
 
 from compaction.intent import Intent
-from webhook.patch import build_patch, escape
+from compaction.resource_plan import ResourcePlan
+from compaction.static_policy import ContainerResources
+from webhook.patch import build_patch, build_pod_patch, escape
 from webhook.review import PodView
 
 INTENT = Intent("p", {"compactor.dev/policy": "p"}, "compactor-scheduler")
@@ -83,3 +86,41 @@ def test_reinvocation_on_a_compliant_pod_yields_an_empty_patch() -> None:
                has_annotations=True, scheduler_name="compactor-scheduler")
     plan = build_patch(pod, INTENT, TEXT)
     assert plan.ops == [] and plan.kept_scheduler is None
+
+
+PLAN = ResourcePlan({"c": ContainerResources("c", {"cpu": "250m"})})
+CONTAINERS = [{"name": "c", "image": "pause"}]
+HASH = "compactor.dev~1resources-hash"
+
+
+@pytest.mark.parametrize(("annotations", "intent", "plan", "limit_ranges", "paths", "outcome"), [
+    (None, INTENT, PLAN, "",
+     ["/metadata/labels", "/metadata/annotations", "/spec/schedulerName",
+      "/spec/containers/0/resources", f"/metadata/annotations/{HASH}"], "applied"),
+    (None, None, PLAN, "",
+     ["/spec/containers/0/resources", "/metadata/annotations"], "applied"),
+    ({"a": "b"}, INTENT, PLAN, "",
+     ["/metadata/labels", "/metadata/annotations/compactor.dev~1intent", "/spec/schedulerName",
+      "/spec/containers/0/resources", f"/metadata/annotations/{HASH}"], "applied"),
+    (None, INTENT, PLAN, None,
+     ["/metadata/labels", "/metadata/annotations", "/spec/schedulerName"],
+     "limit_ranges_unknown"),
+    (None, INTENT, PLAN, "other",
+     ["/metadata/labels", "/metadata/annotations", "/spec/schedulerName"],
+     "limit_ranges_changed"),
+    (None, INTENT, None, "",
+     ["/metadata/labels", "/metadata/annotations", "/spec/schedulerName"], None),
+    (None, None, None, "", [], None),
+], ids=["intent-creates-the-map-the-hash-goes-into", "plan-alone-creates-the-map",
+        "existing-map-gets-both-keys", "limit-ranges-unknown-intent-only",
+        "limit-ranges-changed-intent-only", "no-plan", "neither"])
+def test_the_pod_patch_puts_the_plan_after_the_intent_on_one_annotation_map(
+        annotations: dict[str, str] | None, intent: Intent | None, plan: ResourcePlan | None,
+        limit_ranges: str | None, paths: list[str], outcome: str | None) -> None:
+    pod = _pod(annotations=annotations or {}, has_annotations=annotations is not None,
+               spec_containers=CONTAINERS)
+    result = build_pod_patch(pod, intent, intent.render() if intent else None, plan,
+                             limit_ranges)
+    assert [op["path"] for op in result.ops] == paths
+    assert result.resources == outcome
+    assert result.kept_scheduler is None
