@@ -83,17 +83,27 @@ def is_system_critical(priority_class_name: str, priority: int | None) -> bool:
         priority is not None and priority >= _CRITICAL_PRIORITY)
 
 
+def untouched(namespace: str, mirror: bool, priority: Any) -> Hold | None:
+    """Pods Compactor never patches, re-admits or evicts, whatever policy covers them: in a
+    protected namespace, mirror Pods, placeholders. The webhook's first question, and the
+    first part of ``eviction_hold``."""
+    if namespace in names.PROTECTED_NAMESPACES:
+        return Hold.PROTECTED_NAMESPACE
+    if mirror:
+        return Hold.MIRROR
+    if is_placeholder(priority):
+        return Hold.PLACEHOLDER
+    return None
+
+
 def eviction_hold(pod: PodFacts, kind: WorkloadType | None, evictor: DefaultEvictor
                   ) -> Hold | None:
     """Why ``pod``, of a ``kind`` workload (None: no workload), may never be evicted under a
     policy with these evictor settings; None when it may. The first reason, in a fixed
     order, so that every caller names the same one."""
-    if pod.namespace in names.PROTECTED_NAMESPACES:
-        return Hold.PROTECTED_NAMESPACE
-    if names.MIRROR_ANNOTATION in pod.annotations:
-        return Hold.MIRROR
-    if is_placeholder(pod.priority):
-        return Hold.PLACEHOLDER
+    hold = untouched(pod.namespace, names.MIRROR_ANNOTATION in pod.annotations, pod.priority)
+    if hold is not None:
+        return hold
     if pod.owner is None:
         return Hold.BARE_POD
     if kind is None or kind not in evictable_kinds(evictor.evict_daemon_set_pods):

@@ -10,10 +10,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from compaction import names
-from compaction.safety import is_placeholder
+from compaction.safety import Hold, untouched
 from compaction.scope import opted_out
 from webhook.errors import AdmittedUnchanged, OptedOut
 from webhook.metrics import Metrics
@@ -39,16 +39,18 @@ class Decision(NamedTuple):
     reason: str = ""
 
 
+_SKIPPED: Final = {Hold.PROTECTED_NAMESPACE: "namespace {ns}", Hold.MIRROR: "mirror pod",
+                   Hold.PLACEHOLDER: "placeholder priority"}
+
+
 def skip_reason(pod: PodView) -> str | None:
-    """Why this Pod is never mutated, judged on the request alone (no lookups)."""
-    if pod.is_mirror:
-        return "mirror pod"
-    if pod.namespace in names.PROTECTED_NAMESPACES:
-        return f"namespace {pod.namespace}"
+    """Why this Pod is never mutated, judged on the request alone (no lookups): the rule of
+    ``compaction.safety.untouched``, an opt-out, or no owner to read intent from."""
+    hold = untouched(pod.namespace, pod.is_mirror, pod.priority)
+    if hold is not None:
+        return _SKIPPED[hold].format(ns=pod.namespace)
     if opted_out(pod.labels):
         return "pod opted out"
-    if is_placeholder(pod.priority):
-        return "placeholder priority"
     if pod.controller is None:
         return "no controller owner"
     return None
