@@ -67,7 +67,7 @@ def test_the_final_stage_is_slim_non_root_and_only_copies_the_built_venv() -> No
     assert user.split(":")[0].isdigit() and user.split(":")[0] != "0"
 
 
-def test_the_wheel_holds_exactly_the_shipped_packages_and_both_entry_points(
+def test_the_wheel_holds_exactly_the_shipped_packages_and_its_entry_points(
         wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
@@ -78,7 +78,8 @@ def test_the_wheel_holds_exactly_the_shipped_packages_and_both_entry_points(
         "compaction", "webhook", "controller", "certs"}
     assert dict(parser["console_scripts"]) == {
         "compactor-webhook": "webhook.server:main",
-        "compactor-controller": "controller.manager:main"}
+        "compactor-controller": "controller.manager:main",
+        "kubectl-compactor": "controller.preview_cli:main"}
     commands = set()
     for manifest in ("webhook/deployment.yaml", "controller/deployment.yaml"):
         doc = yaml.safe_load((ROOT / "deploy" / manifest).read_text())
