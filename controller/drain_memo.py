@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from compaction import names
 from compaction.policy import Policy
@@ -47,13 +48,29 @@ def _selects_own(selector: LabelSelector | None) -> bool:
 _READ_ANNOTATIONS: Final = (names.SAFE_TO_EVICT_ANNOTATION, names.MIRROR_ANNOTATION)
 # Fields left out of a node's digest: the resourceVersion moves with every status heartbeat.
 _NODE_UNREAD: Final = frozenset({"resource_version"})
-_POD_FIELDS: Final = tuple(f.name for f in dataclasses.fields(PodInfo))
-_NODE_FIELDS: Final = tuple(f.name for f in dataclasses.fields(NodeInfo)
-                            if f.name not in _NODE_UNREAD)
+# A Pod's fields digested other than as they are: only in part, or by a shared record.
+_POD_OWN: Final = frozenset({"labels", "annotations", "placement"})
 
 
-def _frozen(value: object) -> object:
-    return tuple(value.items()) if isinstance(value, Mapping) else value
+def _is_mapping(f: dataclasses.Field[Any]) -> bool:
+    """Whether a field is declared a mapping: digested as its items. (A mapping read as a
+    plain field would fail loudly, a dict having no hash; it could not be missed.)"""
+    declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+    return declared.split("[", 1)[0].rsplit(".", 1)[-1] in ("Mapping", "dict")
+
+
+def _fields(cls: type[Any], unread: frozenset[str]
+            ) -> tuple[Callable[[Any], object], tuple[str, ...]]:
+    """Every field of ``cls`` but ``unread``: one getter of the plain ones, and the names of
+    the mappings. Derived from the dataclass, so that a field added later is digested too."""
+    read = [f for f in dataclasses.fields(cls) if f.name not in unread]
+    return (operator.attrgetter(*(f.name for f in read if not _is_mapping(f))),
+            tuple(f.name for f in read if _is_mapping(f)))
+
+
+_POD_PLAIN, _POD_MAPPINGS = _fields(PodInfo, _POD_OWN)
+_NODE_PLAIN, _NODE_MAPPINGS = _fields(NodeInfo, _NODE_UNREAD)
+_MEMBER: Final = operator.attrgetter(*(f.name for f in dataclasses.fields(Member)))
 
 
 def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[NodeInfo],
@@ -66,28 +83,33 @@ def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable
     of ``PodInfo`` and ``NodeInfo`` is in it, so a field added later is too."""
     if any(_selects_own(b.selector) for b in pdbs):
         return None
-    pod_keys = []
-    placements: dict[int, str] = {}  # most Pods share a few records: one repr each
+    pod_keys: list[int] = []
+    # Most Pods share a few placement and member records: one repr or tuple each, by
+    # identity (every record stays referenced, so no id is reused while this runs).
+    placements: dict[int, str] = {id(UNCONSTRAINED): ""}
+    member_rows: dict[int, object] = {}
     for p in pods:
-        if p.placement is not UNCONSTRAINED and id(p.placement) not in placements:
+        placement = placements.get(id(p.placement))
+        if placement is None:
             if any(_selects_own(t.selector) for t in p.placement.anti_affinity):
                 return None
-            placements[id(p.placement)] = repr(p.placement)
-        row: list[object] = []
-        for name in _POD_FIELDS:
-            if name == "labels":
-                row.append(tuple(kv for kv in p.labels.items() if kv[0] not in _OWN_POD_LABELS))
-            elif name == "annotations":
-                row.append(tuple(p.annotations.get(a) for a in _READ_ANNOTATIONS))
-            elif name == "placement":
-                row.append(placements.get(id(p.placement), ""))
-            else:
-                row.append(_frozen(getattr(p, name)))
-        row.append(members.get(p.key))
-        pod_keys.append(tuple(row))
+            placement = placements[id(p.placement)] = repr(p.placement)
+        member = members.get(p.key)
+        row = member_rows.get(id(member))
+        if row is None and member is not None:
+            row = member_rows[id(member)] = _MEMBER(member)
+        labels = p.labels
+        # Hashed at once: a row kept until the end would be one of ~10 objects per Pod
+        # alive at once, and their number is what sets the garbage collector off.
+        pod_keys.append(hash((
+            _POD_PLAIN(p), tuple([tuple(getattr(p, f).items()) for f in _POD_MAPPINGS]),
+            tuple(labels.items()) if _OWN_POD_LABELS.isdisjoint(labels) else
+            tuple(kv for kv in labels.items() if kv[0] not in _OWN_POD_LABELS),
+            tuple(map(p.annotations.get, _READ_ANNOTATIONS)), placement, row)))
     return hash((
         tuple((repr(policy), repr(pool)) for policy, pool in policies), tuple(sorted(paused)),
-        tuple(tuple(_frozen(getattr(n, f)) for f in _NODE_FIELDS) for n in nodes),
+        tuple(hash((_NODE_PLAIN(n), tuple([tuple(getattr(n, f).items()) for f in _NODE_MAPPINGS])))
+              for n in nodes),
         tuple(pod_keys), tuple(repr(b) for b in pdbs)))
 
 

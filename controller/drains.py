@@ -34,7 +34,7 @@ from compaction import names
 from compaction.policy import DefaultEvictor, DeschedulerSpec, Policy
 from compaction.safety import Hold, eviction_hold, is_placeholder
 from compaction.selector import LabelSelector
-from compaction.utilization import is_underutilized
+from compaction.utilization import Utilization, is_underutilized
 from compaction.workload import WorkloadType
 from controller.drain_taint import drain_owner, tolerates_drain
 from controller.objects import parse_time
@@ -121,6 +121,7 @@ class _Scope:
     # Whether more of the pool's possible sources are underutilized than numberOfNodes asks
     # for, and how many are.
     gate: tuple[bool, int]
+    evicts: bool  # whether its descheduler may evict any Pod in a run
 
 
 @dataclass
@@ -151,13 +152,27 @@ def _may_source(node: NodeInfo) -> bool:
     return node.ready and not node.unschedulable and not leaving(node)
 
 
-def _scope(policy: Policy, pool: LabelSelector, cluster: Cluster) -> _Scope:
-    hnu = policy.descheduler.high_node_utilization
-    members = cluster.in_pool(pool)
-    under = sum(1 for n in members if _may_source(n.info)
-                and is_underutilized(utilization(n), hnu.thresholds))
-    return _Scope(policy, pool, frozenset(n.info.name for n in members),
-                  (under > hnu.number_of_nodes, under))
+def _scopes(policies: Sequence[tuple[Policy, LabelSelector]], cluster: Cluster
+            ) -> dict[str, _Scope]:
+    """Each policy as the plan reads it, by id. Policies often share a pool: its nodes and
+    their utilization (before any move) are read once for all of them."""
+    pools: dict[LabelSelector, tuple[frozenset[str], list[Utilization]]] = {}
+    for _, pool in policies:
+        if pool not in pools:
+            members = cluster.in_pool(pool)
+            pools[pool] = (frozenset(n.info.name for n in members),
+                           [utilization(n) for n in members if _may_source(n.info)])
+    scopes = {}
+    for policy, pool in policies:
+        hnu = policy.descheduler.high_node_utilization
+        nodes, sources = pools[pool]
+        under = sum(1 for u in sources if is_underutilized(u, hnu.thresholds))
+        d = policy.descheduler
+        scopes[policy.id] = _Scope(
+            policy, pool, nodes, (under > hnu.number_of_nodes, under),
+            min(d.max_pods_to_evict_per_node, d.max_pods_to_evict_per_namespace,
+                d.max_pods_to_evict_total) >= 1)
+    return scopes
 
 
 _HOLD_TEXT: Final = {
@@ -176,36 +191,46 @@ def _hold_reason(pod: PodInfo, hold: Hold, kind: WorkloadType | None) -> Reason:
     return Reason(hold.value, f"pod {pod.namespace}/{pod.name} {text}")
 
 
-def _blocker(pod: PodInfo, member: Member, policy: Policy, pdbs: Sequence[PdbInfo]
-             ) -> Reason | None:
-    """Why this Pod of ``policy`` keeps its node; None when the policy's descheduler can
-    evict it. Whatever the rendered descheduler config would not evict blocks."""
-    who = f"pod {pod.namespace}/{pod.name}"
-    d = policy.descheduler
+def _blocker(pod: PodInfo, member: Member, scope: _Scope, pdbs: Sequence[PdbInfo],
+             tolerates: bool) -> Reason | None:
+    """Why this Pod of the scope's policy keeps its node; None when the policy's descheduler
+    can evict it. Whatever the rendered descheduler config would not evict blocks.
+    ``tolerates``: whether the Pod tolerates the drain taint. Run for every Pod: the text of
+    a reason is built only once there is one."""
+    d = scope.policy.descheduler
     hold = eviction_hold(pod, member.kind, d.default_evictor)
     if hold is not None:
         return _hold_reason(pod, hold, member.kind)
     if member.suppressed:
-        return Reason("suppressed", f"{who} belongs to a suppressed workload")
+        return Reason("suppressed", f"{_who(pod)} belongs to a suppressed workload")
     for pdb in pdbs:
         if pdb.covers(pod) and pdb.disruptions_allowed <= 0:
             return Reason("pdb", f"pdb {pdb.namespace}/{pdb.name} allows 0 disruptions")
-    if not d.default_evictor.label_selector.matches(pod.labels):
-        return Reason("evictor_selector", f"{who} is outside the policy's "
+    selector = d.default_evictor.label_selector
+    if selector.requirements and not selector.matches(pod.labels):
+        return Reason("evictor_selector", f"{_who(pod)} is outside the policy's "
                       "descheduler.defaultEvictor.labelSelector")
-    if tolerates_drain(pod.placement.tolerations):
-        return Reason("tolerates_drain", f"{who} tolerates the drain taint")
-    if min(d.max_pods_to_evict_per_node, d.max_pods_to_evict_per_namespace,
-           d.max_pods_to_evict_total) < 1:
-        return Reason("no_evictions", f"{who}: the policy's descheduler may evict 0 Pods "
-                      "per run")
+    if tolerates:
+        return Reason("tolerates_drain", f"{_who(pod)} tolerates the drain taint")
+    if not scope.evicts:
+        return Reason("no_evictions", f"{_who(pod)}: the policy's descheduler may evict 0 "
+                      "Pods per run")
     if pod.placement.unsimulated:
-        return Reason("not_simulated", f"{who}: {pod.placement.unsimulated} is not simulated")
+        return Reason("not_simulated",
+                      f"{_who(pod)}: {pod.placement.unsimulated} is not simulated")
     return None
 
 
+def _who(pod: PodInfo) -> str:
+    return f"pod {pod.namespace}/{pod.name}"
+
+
 def _site(node: SimNode, scopes: Mapping[str, _Scope],
-          members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo]) -> _Site:
+          members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
+          tolerant: dict[int, bool]) -> _Site:
+    """``tolerant``: whether a placement tolerates the drain taint, by its identity, filled
+    as placements are met. The snapshot shares one Placement among the Pods with the same
+    constraints, and every Pod outlives the plan (so no id is reused while it runs)."""
     site = _Site(node)
     for pod in node.pods:
         if pod.daemon or pod.mirror:
@@ -224,22 +249,32 @@ def _site(node: SimNode, scopes: Mapping[str, _Scope],
                 Reason("no_policy", f"pod {pod.namespace}/{pod.name} belongs to no "
                        "compaction policy (Compactor never evicts it)"))
             continue
-        site.stakeholders.add(scope.policy.id)
-        assert member is not None
-        reason = _blocker(pod, member, scope.policy, pdbs)
-        if reason is None:
-            site.movable.setdefault(scope.policy.id, []).append(pod)
-        else:
+        assert member is not None and member.policy is not None
+        tolerates = tolerant.get(id(pod.placement))
+        if tolerates is None:
+            tolerates = tolerant[id(pod.placement)] = tolerates_drain(pod.placement.tolerations)
+        reason = _blocker(pod, member, scope, pdbs, tolerates)
+        # Scopes are keyed by policy id: the member's policy is its scope's id.
+        site.stakeholders.add(member.policy)
+        if reason is not None:
             site.blockers.append(reason)
+        elif (mine := site.movable.get(member.policy)) is not None:
+            mine.append(pod)
+        else:
+            site.movable[member.policy] = [pod]
     return site
 
 
 def _governing(site: _Site, scopes: Mapping[str, _Scope]) -> list[_Scope]:
-    """The policies that judge the node as a source: those with Pods on it, or, where no
-    policy has any, those whose pool holds it."""
+    return [scopes[p] for p in _governing_ids(site, scopes)]
+
+
+def _governing_ids(site: _Site, scopes: Mapping[str, _Scope]) -> list[str]:
+    """The policies that judge the node as a source, by id (in order): those with Pods on
+    it, or, where no policy has any, those whose pool holds it."""
     if site.stakeholders:
-        return [scopes[p] for p in sorted(site.stakeholders)]
-    return [s for _, s in sorted(scopes.items()) if site.name in s.nodes]
+        return sorted(site.stakeholders)
+    return sorted(p for p, s in scopes.items() if site.name in s.nodes)
 
 
 def _gates(site: _Site, governing: Sequence[_Scope]) -> list[Reason]:
@@ -303,9 +338,10 @@ def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterabl
     """One plan for the whole cluster, returned per policy in name order. ``paused``: the
     policies that may start no drain now (the drains under way go on)."""
     cluster = Cluster(nodes, pods)
-    scopes = {p.id: _scope(p, pool, cluster) for p, pool in policies}
+    scopes = _scopes(policies, cluster)
     considered = set().union(*(s.nodes for s in scopes.values())) if scopes else set()
-    sites = {name: _site(cluster.nodes[name], scopes, members, pdbs)
+    tolerant: dict[int, bool] = {}
+    sites = {name: _site(cluster.nodes[name], scopes, members, pdbs, tolerant)
              for name in sorted(considered)}
     tainted = {n.info.name: t for n in cluster.nodes.values()
                if (t := drain_owner(n.info)) is not None}
@@ -314,7 +350,7 @@ def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterabl
 
     # The drains under way come first: kept while the plan holds.
     for name, taint in sorted(tainted.items()):
-        site = sites.get(name) or _site(cluster.nodes[name], scopes, members, pdbs)
+        site = sites.get(name) or _site(cluster.nodes[name], scopes, members, pdbs, tolerant)
         sites[name] = site
         governing = _governing(site, scopes)
         if not site.movable:
@@ -322,7 +358,7 @@ def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterabl
                 out.abandoned[name] = site.blockers[0]
             else:
                 out.drained.append(name)
-                cluster.emptied.add(name)
+                cluster.empty(name)
             continue
         started = parse_time(taint.time_added)
         stopped = next((s for s in governing if not s.policy.descheduler.enabled), None)
@@ -374,29 +410,39 @@ def _may_start(scope: _Scope, paused: frozenset[str], budget: Counter[str]) -> b
 def _per_policy(scopes: Mapping[str, _Scope], sites: Mapping[str, _Site],
                 tainted: Mapping[str, Taint], out: _Outcome, cluster: Cluster
                 ) -> list[DrainPlan]:
-    listed = {name: {s.policy.id for s in _governing(site, scopes)}
-              for name, site in sites.items()}
+    """The plan split per policy. What policies share (a pool's nodes in use, the sorted
+    verdicts, the moves) is gathered once for all of them, then filtered per policy."""
+    listed = {name: set(_governing_ids(site, scopes)) for name, site in sites.items()}
     for name, taint in tainted.items():  # a drain is also its starter's to report
         if taint.value in scopes and name in listed:
             listed[name].add(taint.value)
+    in_use: dict[LabelSelector, tuple[str, ...]] = {}
+    # Each policy's moves are listed in the order they were planned.
+    position = {key: i for i, key in enumerate(cluster.moves)}
+    # The verdicts every policy listed on a node shows alike, made once: the abandoned, and
+    # the unremovable with and without the policy's stake in the node.
+    abandoned = [(n, Unremovable(n, (r,))) for n, r in sorted(out.abandoned.items())]
+    unremovable = [(n, Unremovable(n, tuple(rs), True), Unremovable(n, tuple(rs), False))
+                   for n, rs in sorted(out.unremovable.items())]
     plans = []
     for pid, scope in sorted(scopes.items(), key=lambda kv: kv[1].policy.name):
         def mine(names_: Iterable[str], pid: str = pid) -> tuple[str, ...]:
             return tuple(n for n in names_ if pid in listed.get(n, ()))
-        pool_nodes = [cluster.nodes[n] for n in sorted(scope.nodes)]
-        in_use = tuple(n.info.name for n in pool_nodes
-                       if any(not (p.daemon or p.mirror) for p in n.pods))
+        if scope.pool not in in_use:
+            in_use[scope.pool] = tuple(
+                name for name in sorted(scope.nodes)
+                if any(not (p.daemon or p.mirror) for p in cluster.nodes[name].pods))
         freeable = mine(out.freeable)
         draining = tuple(n for n in out.draining if pid in sites[n].movable)
         moved = {p.key for n in freeable for p in
                  (*sites[n].movable.get(pid, ()), *sites[n].riders)}
         plans.append(DrainPlan(
-            pid, in_use, freeable, draining, mine(out.drained),
-            tuple(Unremovable(n, (r,)) for n, r in sorted(out.abandoned.items())
-                  if pid in listed.get(n, ())),
-            tuple(Unremovable(n, tuple(rs), pid in sites[n].movable)
-                  for n, rs in sorted(out.unremovable.items()) if pid in listed.get(n, ())),
+            pid, in_use[scope.pool], freeable, draining, mine(out.drained),
+            tuple(u for n, u in abandoned if pid in listed.get(n, ())),
+            tuple(staked if pid in sites[n].movable else not_staked
+                  for n, staked, not_staked in unremovable if pid in listed.get(n, ())),
             {n: next_evictions(sites[n].movable[pid], scope.policy.descheduler)
              for n in draining},
-            {k: v for k, v in cluster.moves.items() if k in moved}))
+            {k: cluster.moves[k] for k in sorted(moved & position.keys(),
+                                                 key=position.__getitem__)}))
     return plans

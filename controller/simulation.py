@@ -4,18 +4,21 @@ where kube-scheduler would put a Pod. Pure.
 A node's Pods are placed the way the compaction scheduler would place them (MostAllocated on
 requests), within what each destination holds already, the Pods planned onto it included.
 Built for speed: a move keeps an undo log instead of copying the cluster, resources are
-compared in place, and a Pod with no placement constraints tries the destinations in their
-MostAllocated order and takes the first that fits (for nodes of one shape that is the node
-kube-scheduler would score highest).
+compared in place, each pool's destinations stay sorted MostAllocated first from one move to
+the next instead of being sorted for each, and a Pod with no placement constraints takes the
+first of them that fits (for nodes of one shape that is the node kube-scheduler would score
+highest), so that a move reads only the head of that order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from compaction.quantity import add, format_milli
+from compaction.quantity import format_milli
 from compaction.safety import is_placeholder
 from compaction.selector import LabelSelector
 from compaction.utilization import Utilization
@@ -87,7 +90,10 @@ def leaving(node: NodeInfo) -> bool:
 
 
 def needs_of(pod: PodInfo) -> dict[str, int]:
-    return add(pod.requests, {"pods": _POD})
+    """What ``pod`` takes of a node: its requests and one Pod."""
+    needs = dict(pod.requests)
+    needs["pods"] = needs.get("pods", 0) + _POD
+    return needs
 
 
 def _keeps_in_use(pod: PodInfo) -> bool:
@@ -102,10 +108,8 @@ def largest_first(pod: PodInfo) -> tuple[int, int, str]:
 class Cluster:
     """Nodes with what they hold, and the Pods planned onto them so far.
 
-    Built for speed: a move keeps an undo log instead of copying the cluster, resources are
-    compared in place, and a Pod with no placement constraints tries the destinations in
-    their MostAllocated order and takes the first that fits (for nodes of one shape that is
-    the node kube-scheduler would score highest).
+    Built for speed (see the module's docstring): the destinations of a pool are one list
+    kept in order across moves (``_destinations_in``).
     """
 
     def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> None:
@@ -117,16 +121,36 @@ class Cluster:
                       and drain_owner(n) is None),
                 hard_taints=tolerated(n.taints, ()) is not None)
         pending: list[PodInfo] = []
+        # What every bound Pod needs at least, per resource (the keys of the first one
+        # suffice: a resource another lacks has a minimum of 0). Every Pod a move places is
+        # one of these, so a node short of it takes no Pod at all.
+        least: dict[str, int] | None = None
         for pod in pods:
             node = self.nodes.get(pod.node_name)
             if node is not None and pod.occupies and not pod.deleting:
-                self._put(node, pod, needs_of(pod))
+                needs = needs_of(pod)
+                self._add(node, pod, needs)
+                if least is None:
+                    least = dict(needs)
+                else:
+                    for r, amount in least.items():
+                        if (other := needs.get(r, 0)) < amount:
+                            least[r] = other
             elif not pod.node_name and not pod.deleting and pod.phase in ("", "Pending"):
                 pending.append(pod)
+        for node in self.nodes.values():
+            node.rescore()  # once per node, not once per Pod
+        self._least = [(r, a) for r, a in (least or {}).items() if a > 0]
         self.emptied: set[str] = set()
         self.received: set[str] = set()  # destinations of planned Pods: no longer candidates
         self.moves: dict[tuple[str, str], str] = {}
         self._pools: dict[LabelSelector, list[SimNode]] = {}
+        # Per pool, the nodes that may take a Pod (``_receives``), most allocated first, and
+        # per node the lists that hold it when it may. Built on a pool's first move and kept
+        # current from then on by every change to what a node holds, is emptied or receives
+        # (``_put_listed``, ``_undo``, ``empty``): always equal to sorting them afresh.
+        self._destinations: dict[LabelSelector, list[SimNode]] = {}
+        self._lists_of: dict[str, list[list[SimNode]]] = {}
         self._reserve(pending)
 
     def _reserve(self, pending: Sequence[PodInfo]) -> None:
@@ -148,14 +172,19 @@ class Cluster:
             _promote(ordered, target)
 
     @staticmethod
-    def _put(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+    def _add(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        """``_put`` without rescoring: the caller rescores once it has added them all."""
         for r, amount in needs.items():
             node.free[r] = node.free.get(r, 0) - amount
-        node.rescore()
         node.pods.append(pod)
         if pod.placement.anti_affinity:
             node.repels += 1
         node.hosts += _keeps_in_use(pod)
+
+    @classmethod
+    def _put(cls, node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        cls._add(node, pod, needs)
+        node.rescore()
 
     @staticmethod
     def _take(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
@@ -189,7 +218,9 @@ class Cluster:
                 return False
         placement = pod.placement
         if placement is not UNCONSTRAINED:
-            if not placement.admits(node.info.name, node.info.labels):
+            # Most Pods have tolerations only (the API server's defaults): nothing to admit.
+            if (placement.node_selector or placement.terms) and \
+                    not placement.admits(node.info.name, node.info.labels):
                 return False
             if node.hard_taints and tolerated(node.info.taints, placement.tolerations):
                 return False
@@ -209,16 +240,19 @@ class Cluster:
                 return True
         return False
 
-    def place(self, pod: PodInfo, needs: Mapping[str, int], ordered: list[SimNode]
-              ) -> SimNode | None:
+    def place(self, pod: PodInfo, needs: Mapping[str, int], ordered: Iterable[SimNode],
+              skip: SimNode | None = None) -> SimNode | None:
         """The node the compaction scheduler would pick: feasible, most allocated.
-        ``ordered`` holds the destinations, most allocated first."""
+        ``ordered`` holds the destinations, most allocated first; ``skip`` is none of them.
+        A Pod without constraints takes the first that fits: scanning stops there, so a move
+        reads only the head of its pool's destinations."""
         if pod.placement is UNCONSTRAINED or pod.placement.tolerations_only:
-            return next((n for n in ordered if self.fits(pod, needs, n)), None)
+            return next((n for n in ordered if n is not skip and self.fits(pod, needs, n)),
+                        None)
         best: tuple[float, str] | None = None
         chosen: SimNode | None = None
         for node in ordered:
-            if not self.fits(pod, needs, node):
+            if node is skip or not self.fits(pod, needs, node):
                 continue
             requested = {r: node.info.allocatable.get(r, 0) - node.free.get(r, 0) + needs.get(r, 0)
                          for r in ("cpu", "memory")}
@@ -248,43 +282,96 @@ class Cluster:
         """Place every Pod of ``source`` elsewhere, each within its own pool (the nodes its
         policy's descheduler judges fit), or none: the reason it failed, or None."""
         wanted = [needs_of(p) for p, _ in pods]
-        # What even the smallest of these Pods needs: a node short of it takes none of them.
-        floor = [(r, a) for r in set().union(*wanted)
-                 if (a := min(n.get(r, 0) for n in wanted)) > 0]
-        orders: dict[LabelSelector, list[SimNode]] = {}
+        # By identity: a policy's Pods share its pool, and hashing a selector per Pod costs
+        # more than placing the Pod.
+        orders: dict[int, list[SimNode]] = {}
         for _, pool in pods:
-            if pool not in orders:
-                orders[pool] = sorted(
-                    (n for n in self.destinations(source, pool) if _holds(n, floor)), key=rank)
+            if id(pool) not in orders:
+                orders[id(pool)] = self._destinations_in(pool)
+        skip = self.nodes[source]
         placed: list[tuple[SimNode, PodInfo, dict[str, int]]] = []
         for (pod, pool), needs in sorted(zip(pods, wanted, strict=True),
                                          key=lambda pn: largest_first(pn[0][0])):
-            target = self.place(pod, needs, orders[pool])
+            target = self.place(pod, needs, orders[id(pool)], skip)
             if target is None:
                 # Judged before the undo: the room its siblings took is what it lacks.
                 reason = Reason("does_not_fit", f"pod {pod.namespace}/{pod.name} does not "
                                 f"fit elsewhere: {self.shortfall(pod, source, pool)}")
-                for node, done, amount in reversed(placed):
-                    self._take(node, done, amount)
+                self._undo(placed)
                 return reason
-            self._put(target, pod, needs)
+            self._put_listed(target, pod, needs)
             placed.append((target, pod, needs))
-            full = not _holds(target, floor)
-            for ordered in orders.values():
-                if full:
-                    if target in ordered:
-                        ordered.remove(target)  # full for the rest of these Pods
-                elif target in ordered:
-                    _promote(ordered, target)
         for node, pod, _ in placed:
             self.received.add(node.info.name)
             self.moves[pod.key] = node.info.name
-        self.emptied.add(source)
+        self.empty(source)
         return None
 
+    def empty(self, name: str) -> None:
+        """The simulation emptied ``name``: it takes no Pod any more."""
+        node = self.nodes[name]
+        if name not in self.emptied:
+            if self._receives(node):
+                self._unlist(node)
+            self.emptied.add(name)
 
-def rank(node: SimNode) -> tuple[float, str]:
-    return node.rank
+    def _receives(self, node: SimNode) -> bool:
+        """Whether ``node`` is a destination (``destinations``, whatever the source) with
+        room for the least a Pod needs (``_least``); the nodes ``_destinations_in`` lists."""
+        return bool(node.open and node.hosts and node.info.name not in self.emptied
+                    and _holds(node, self._least))
+
+    def _destinations_in(self, pool: LabelSelector) -> list[SimNode]:
+        """The nodes of ``pool`` that may take a Pod, most allocated first: for a given
+        source, its ``destinations`` but those with no room for any Pod, in ``rank`` order.
+        Sorted once per pool and kept so by every change after (see ``__init__``)."""
+        ordered = self._destinations.get(pool)
+        if ordered is None:
+            members = self.in_pool(pool)
+            ordered = sorted((n for n in members if self._receives(n)), key=rank)
+            self._destinations[pool] = ordered
+            for n in members:
+                self._lists_of.setdefault(n.info.name, []).append(ordered)
+        return ordered
+
+    def _put_listed(self, target: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        """``_put`` onto a listed destination, which keeps its lists in order: its rank rose,
+        or it has no room left for any Pod and leaves them. Found in them before its rank
+        changes: their order is that rank's."""
+        lists = self._lists_of.get(target.info.name, ())
+        at = [_index(ordered, target) for ordered in lists]
+        before = target.rank
+        self._put(target, pod, needs)
+        if not _holds(target, self._least):
+            for ordered, i in zip(lists, at, strict=True):
+                del ordered[i]
+        elif target.rank != before:
+            for ordered, i in zip(lists, at, strict=True):
+                del ordered[i]
+                insort(ordered, target, key=rank)
+
+    def _undo(self, placed: Sequence[tuple[SimNode, PodInfo, dict[str, int]]]) -> None:
+        """Take back a failed move's Pods: the nodes they went to leave their lists at their
+        rank of now and return at the one they had before, if they take Pods again."""
+        touched = list({id(node): node for node, _, _ in placed}.values())
+        for node in touched:
+            if self._receives(node):
+                self._unlist(node)
+        for node, pod, needs in reversed(placed):
+            self._take(node, pod, needs)
+        for node in touched:
+            if self._receives(node):
+                for ordered in self._lists_of.get(node.info.name, ()):
+                    insort(ordered, node, key=rank)
+
+    def _unlist(self, node: SimNode) -> None:
+        for ordered in self._lists_of.get(node.info.name, ()):
+            del ordered[_index(ordered, node)]
+
+
+# A node's ``rank``, as a sort and bisect key (a C getter: the destination lists are
+# bisected on every Pod a move places).
+rank: Final[Callable[[SimNode], tuple[float, str]]] = operator.attrgetter("rank")
 
 
 def _holds(node: SimNode, floor: Sequence[tuple[str, int]]) -> bool:
@@ -294,6 +381,13 @@ def _holds(node: SimNode, floor: Sequence[tuple[str, int]]) -> bool:
         if free.get(r, 0) < amount:
             return False
     return True
+
+
+def _index(ordered: list[SimNode], node: SimNode) -> int:
+    """Where ``node`` is in ``ordered``, sorted by ``rank`` (node's included)."""
+    i = bisect_left(ordered, node.rank, key=rank)
+    assert ordered[i] is node, "a destination list out of order"
+    return i
 
 
 def _promote(ordered: list[SimNode], target: SimNode) -> None:
