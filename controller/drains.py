@@ -419,11 +419,18 @@ def _per_policy(scopes: Mapping[str, _Scope], sites: Mapping[str, _Site],
     in_use: dict[LabelSelector, tuple[str, ...]] = {}
     # Each policy's moves are listed in the order they were planned.
     position = {key: i for i, key in enumerate(cluster.moves)}
-    # The verdicts every policy listed on a node shows alike, made once: the abandoned, and
-    # the unremovable with and without the policy's stake in the node.
-    abandoned = [(n, Unremovable(n, (r,))) for n, r in sorted(out.abandoned.items())]
-    unremovable = [(n, Unremovable(n, tuple(rs), True), Unremovable(n, tuple(rs), False))
-                   for n, rs in sorted(out.unremovable.items())]
+    # The verdicts of the nodes each policy is listed on, in name order, gathered in one pass
+    # over the nodes; policies listed on a node show the same verdict but for their stake.
+    abandoned: dict[str, list[Unremovable]] = {pid: [] for pid in scopes}
+    for n, r in sorted(out.abandoned.items()):
+        verdict = Unremovable(n, (r,))
+        for pid in listed.get(n, ()):
+            abandoned[pid].append(verdict)
+    unremovable: dict[str, list[Unremovable]] = {pid: [] for pid in scopes}
+    for n, rs in sorted(out.unremovable.items()):
+        staked, other = Unremovable(n, tuple(rs), True), Unremovable(n, tuple(rs), False)
+        for pid in listed.get(n, ()):
+            unremovable[pid].append(staked if pid in sites[n].movable else other)
     plans = []
     for pid, scope in sorted(scopes.items(), key=lambda kv: kv[1].policy.name):
         def mine(names_: Iterable[str], pid: str = pid) -> tuple[str, ...]:
@@ -438,9 +445,7 @@ def _per_policy(scopes: Mapping[str, _Scope], sites: Mapping[str, _Site],
                  (*sites[n].movable.get(pid, ()), *sites[n].riders)}
         plans.append(DrainPlan(
             pid, in_use[scope.pool], freeable, draining, mine(out.drained),
-            tuple(u for n, u in abandoned if pid in listed.get(n, ())),
-            tuple(staked if pid in sites[n].movable else not_staked
-                  for n, staked, not_staked in unremovable if pid in listed.get(n, ())),
+            tuple(abandoned[pid]), tuple(unremovable[pid]),
             {n: next_evictions(sites[n].movable[pid], scope.policy.descheduler)
              for n in draining},
             {k: cluster.moves[k] for k in sorted(moved & position.keys(),

@@ -148,7 +148,7 @@ class Cluster:
         # Per pool, the nodes that may take a Pod (``_receives``), most allocated first, and
         # per node the lists that hold it when it may. Built on a pool's first move and kept
         # current from then on by every change to what a node holds, is emptied or receives
-        # (``_put_listed``, ``_undo``, ``empty``): always equal to sorting them afresh.
+        # (``_put``, ``_undo``, ``empty``): always equal to sorting them afresh.
         self._destinations: dict[LabelSelector, list[SimNode]] = {}
         self._lists_of: dict[str, list[list[SimNode]]] = {}
         self._reserve(pending)
@@ -173,18 +173,14 @@ class Cluster:
 
     @staticmethod
     def _add(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
-        """``_put`` without rescoring: the caller rescores once it has added them all."""
+        """Put ``pod`` on ``node``; its rank is the caller's to renew (``rescore``): once for
+        all its Pods when the cluster is read, after each Pod a move places."""
         for r, amount in needs.items():
             node.free[r] = node.free.get(r, 0) - amount
         node.pods.append(pod)
         if pod.placement.anti_affinity:
             node.repels += 1
         node.hosts += _keeps_in_use(pod)
-
-    @classmethod
-    def _put(cls, node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
-        cls._add(node, pod, needs)
-        node.rescore()
 
     @staticmethod
     def _take(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
@@ -299,7 +295,7 @@ class Cluster:
                                 f"fit elsewhere: {self.shortfall(pod, source, pool)}")
                 self._undo(placed)
                 return reason
-            self._put_listed(target, pod, needs)
+            self._put(target, pod, needs)
             placed.append((target, pod, needs))
         for node, pod, _ in placed:
             self.received.add(node.info.name)
@@ -334,14 +330,15 @@ class Cluster:
                 self._lists_of.setdefault(n.info.name, []).append(ordered)
         return ordered
 
-    def _put_listed(self, target: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
-        """``_put`` onto a listed destination, which keeps its lists in order: its rank rose,
-        or it has no room left for any Pod and leaves them. Found in them before its rank
-        changes: their order is that rank's."""
+    def _put(self, target: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        """Put ``pod`` on ``target``, a listed destination, and keep its lists in order: its
+        rank rose, or it has no room left for any Pod and leaves them. It is found in them
+        before its rank changes: their order is that rank's."""
         lists = self._lists_of.get(target.info.name, ())
         at = [_index(ordered, target) for ordered in lists]
         before = target.rank
-        self._put(target, pod, needs)
+        self._add(target, pod, needs)
+        target.rescore()
         if not _holds(target, self._least):
             for ordered, i in zip(lists, at, strict=True):
                 del ordered[i]
