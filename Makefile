@@ -45,7 +45,7 @@ demo: $(STAMP) tools
 	$(BIN)/python -m localcluster.demo
 
 ## bench: webhook latency/throughput vs the bare stack, cold burst, through the API server;
-## the drain planner's pass on 100 and 1,000 synthetic nodes
+## the drain planner's pass on 100 to 5,000 synthetic nodes, one policy and twenty sharing them
 bench: $(STAMP) tools
 	$(BIN)/python -m loadtest.driver
 	$(BIN)/python -m loadtest.planner
