@@ -24,19 +24,16 @@ import yaml
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from compaction import names
 from controller import preview
 from controller.api import UNREACHABLE, Api, ApiError
 from controller.reader import Reader
-from controller.snapshot import EvaluationObject, PolicyObject, Snapshot
+from controller.snapshot import Snapshot
 from controller.sources import (
-    EVALUATIONS,
     JOBS,
     NAMESPACES,
     NODES,
     PDBS,
     PODS,
-    POLICIES,
     REPLICA_SETS,
 )
 
@@ -54,14 +51,8 @@ class PreviewReader(Reader):
         self.cluster_policies = cluster_policies
 
     async def read(self) -> Snapshot:
-        policies: list[PolicyObject] = []
-        if self.cluster_policies:
-            for path in POLICIES:
-                policies += await self._cached(path)
-        evaluation: EvaluationObject | None = None
-        for name, found in await self._cached(EVALUATIONS):
-            if name == names.EVALUATION_NAME:
-                evaluation = found
+        policies = await self._policies() if self.cluster_policies else []
+        evaluation = await self._evaluation()
         namespaces = dict(await self._cached(NAMESPACES))
         workloads = await self._workloads(namespaces)
         owners = await self._cached(REPLICA_SETS)

@@ -60,14 +60,23 @@ class Reader:
         self._missing_paths: set[str] = set()
         self._version: tuple[str, float] = ("", 0.0)
 
-    async def read(self) -> Snapshot:
+    async def _policies(self) -> list[PolicyObject]:
         policies: list[PolicyObject] = []
         for path in POLICIES:
             policies += await self._cached(path)
+        return policies
+
+    async def _evaluation(self) -> EvaluationObject | None:
+        """The PolicyEvaluation singleton; an object of another name ranks nothing."""
         evaluation: EvaluationObject | None = None
         for name, found in await self._cached(EVALUATIONS):
             if name == names.EVALUATION_NAME:
                 evaluation = found
+        return evaluation
+
+    async def read(self) -> Snapshot:
+        policies = await self._policies()
+        evaluation = await self._evaluation()
         namespaces = dict(await self._cached(NAMESPACES))
         static: list[StaticPolicyObject] = []
         for path in STATIC_POLICIES:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster import Cluster, ClusterConfig, Kube
+from localcluster.stack import CompactorStack
 
 
 @pytest.fixture(scope="module")
@@ -32,3 +33,15 @@ def e2e_kube(e2e_cluster: Cluster) -> Iterator[Kube]:
     kube = e2e_cluster.client()
     yield kube
     kube.close()
+
+
+@pytest.fixture(scope="module")
+def stack(e2e_cluster: Cluster, e2e_kube: Kube,
+          tmp_path_factory: pytest.TempPathFactory) -> CompactorStack:
+    """Compactor as the compaction runs have it: deploy/'s objects, the webhook and the
+    controller as processes (the compaction scheduler starts with the run)."""
+    s = CompactorStack(e2e_cluster, e2e_kube, tmp_path_factory.mktemp("stack"))
+    s.install()
+    s.start_webhook()
+    s.start_controller()
+    return s

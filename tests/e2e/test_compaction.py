@@ -20,16 +20,6 @@ from localcluster.stack import CompactorStack
 
 
 @pytest.fixture(scope="module")
-def stack(e2e_cluster: Cluster, e2e_kube: Kube,
-          tmp_path_factory: pytest.TempPathFactory) -> CompactorStack:
-    s = CompactorStack(e2e_cluster, e2e_kube, tmp_path_factory.mktemp("stack"))
-    s.install()
-    s.start_webhook()
-    s.start_controller()
-    return s
-
-
-@pytest.fixture(scope="module")
 def outcome(e2e_cluster: Cluster, e2e_kube: Kube, stack: CompactorStack) -> Outcome:
     # The demo's 12 nodes. Bounded: a run that has not converged in five minutes fails the
     # assertions below.

@@ -14,12 +14,7 @@ from tests.e2e.test_compaction import assert_planned_evictions, assert_within_li
 
 
 @pytest.fixture(scope="module")
-def outcome(e2e_cluster: Cluster, e2e_kube: Kube,
-            tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    stack = CompactorStack(e2e_cluster, e2e_kube, tmp_path_factory.mktemp("stack"))
-    stack.install()
-    stack.start_webhook()
-    stack.start_controller()
+def outcome(e2e_cluster: Cluster, e2e_kube: Kube, stack: CompactorStack) -> Outcome:
     return run(e2e_cluster, e2e_kube, stack, three_teams(), interval=0.5, max_seconds=300,
                log=True)
 
