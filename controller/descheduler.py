@@ -28,7 +28,7 @@ from compaction.policy import Policy
 from compaction.safety import evictable_kinds
 from compaction.selector import LabelSelector, Operator, Requirement
 from controller.labels import managed_labels, policy_owner
-from controller.runtime import PodRuntime
+from controller.pod_runtime import PodRuntime
 
 SERVICE_ACCOUNT: Final = "compactor-descheduler"
 # Every namespace carries its own name under this label (the API server sets it).

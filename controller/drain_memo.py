@@ -18,7 +18,7 @@ from compaction import names
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
 from controller.drains import DRAIN_TIMEOUT, DrainPlan, Member, plan_drains
-from controller.scheduling import UNCONSTRAINED
+from controller.placement import UNCONSTRAINED
 from controller.snapshot import NodeInfo, PdbInfo, PodInfo
 
 # A plan is reused for at most this long while its inputs stay the same (time alone matters

@@ -16,7 +16,7 @@ from typing import Any
 
 from compaction import names
 from controller.objects import format_time
-from controller.scheduling import Effect, Taint, Toleration
+from controller.placement import Effect, Taint, Toleration
 from controller.snapshot import NodeInfo
 
 

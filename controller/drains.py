@@ -38,7 +38,7 @@ from compaction.utilization import Utilization, is_underutilized
 from compaction.workload import WorkloadType
 from controller.drain_taint import drain_owner, tolerates_drain
 from controller.objects import parse_time
-from controller.scheduling import Taint
+from controller.placement import Taint
 from controller.simulation import (
     Cluster,
     Reason,

@@ -28,7 +28,7 @@ from compaction.resource_plan import Composition
 from compaction.safety import EVICTABLE_KINDS
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
-from controller import descheduler, drain_memo, resources, runtime_hook, scheduler
+from controller import descheduler, drain_memo, resources, runtime_hook, scheduler_objects
 from controller.actions import (
     Action,
     Apply,
@@ -47,8 +47,8 @@ from controller.events import cluster_event, namespaced_event, workload_event
 from controller.memory import Memory
 from controller.node_taints import plan_taints
 from controller.objects import format_time
+from controller.pod_runtime import RuntimeSettings, scheduler_image
 from controller.pods import OwnerIndex, pod_patch, stale_copies
-from controller.runtime import RuntimeSettings, scheduler_image
 from controller.scheduler_health import (
     DOWN_AFTER,
     FALLBACK,
@@ -173,7 +173,7 @@ def _health(snapshot: Snapshot, active: list[Policy], settings: PlanSettings,
         c.get("type") == "SchedulerReady" and c.get("reason") in FALLBACK
         for obj in snapshot.policies for c in obj.status.get("conditions") or []
         if isinstance(c, Mapping))
-    own = _own(snapshot).get(("Deployment", scheduler.DEPLOYMENT))
+    own = _own(snapshot).get(("Deployment", scheduler_objects.DEPLOYMENT))
     if own is None and not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
         return SchedulerHealth(Routing.STARTING), fell_back  # nothing is sent to it
     return judge(own, fell_back, now, settings.scheduler_down_after,
@@ -188,7 +188,7 @@ def _routing_events(health: SchedulerHealth, fell_back: bool, settings: PlanSett
         reason = "CompactionSchedulerRestored" if health.routes else \
             "CompactionSchedulerUnavailable"
         out.actions.append(namespaced_event(
-            "Deployment", settings.namespace, scheduler.DEPLOYMENT, "", reason,
+            "Deployment", settings.namespace, scheduler_objects.DEPLOYMENT, "", reason,
             health.message(settings.scheduler_recovery),
             "Normal" if health.routes else "Warning"))
 
@@ -425,7 +425,8 @@ def _scheduler(active: list[Policy], snapshot: Snapshot, settings: PlanSettings,
     any unbound Pod still names the scheduler (it goes only after those are scheduled, with
     an Event); returns whether the scheduler is available."""
     ns, own = settings.namespace, _own(snapshot)
-    objects = (("ConfigMap", names.SCHEDULER_CONFIGMAP), ("Deployment", scheduler.DEPLOYMENT))
+    objects = (("ConfigMap", names.SCHEDULER_CONFIGMAP),
+               ("Deployment", scheduler_objects.DEPLOYMENT))
     waiting = _waiting_on_scheduler(snapshot.pods)
     if not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
         present = [(kind, name) for kind, name in objects if (kind, name) in own]
@@ -434,23 +435,25 @@ def _scheduler(active: list[Policy], snapshot: Snapshot, settings: PlanSettings,
         if not waiting:
             out.actions += [Delete(kinds.kind(kind).path(ns, name)) for kind, name in present]
             out.actions.append(namespaced_event(
-                "Deployment", ns, scheduler.DEPLOYMENT, "", "CompactionSchedulerRemoved",
+                "Deployment", ns, scheduler_objects.DEPLOYMENT, "", "CompactionSchedulerRemoved",
                 "no policy uses the compaction scheduler and no Pod waits for it"))
             return False
         key = "scheduler/kept"
         if not memory.recently(key, now):
             out.actions.append(namespaced_event(
-                "Deployment", ns, scheduler.DEPLOYMENT, "", "CompactionSchedulerKept",
+                "Deployment", ns, scheduler_objects.DEPLOYMENT, "", "CompactionSchedulerKept",
                 f"no policy uses the compaction scheduler, but {waiting} unbound Pod(s) name "
                 f"{names.MANAGED_SCHEDULER}: it stays until they are scheduled", key=key))
-    cm = scheduler.scheduler_configmap(ns)
+    cm = scheduler_objects.scheduler_configmap(ns)
     image = scheduler_image(settings.runtime.scheduler_image_override, None, None,
                             snapshot.cluster_version)
-    config_hash = hashlib.sha256(cm["data"][scheduler.CONFIG_KEY].encode()).hexdigest()[:12]
-    deploy = scheduler.scheduler_deployment(settings.runtime.scheduler, image, config_hash, ns)
+    config = cm["data"][scheduler_objects.CONFIG_KEY]
+    config_hash = hashlib.sha256(config.encode()).hexdigest()[:12]
+    deploy = scheduler_objects.scheduler_deployment(settings.runtime.scheduler, image,
+                                                    config_hash, ns)
     for (kind, name), body in zip(objects, (cm, deploy), strict=True):
         _apply(kinds.kind(kind).path(ns, name), body, own.get((kind, name)), memory, out)
-    current = own.get(("Deployment", scheduler.DEPLOYMENT))
+    current = own.get(("Deployment", scheduler_objects.DEPLOYMENT))
     return current is not None and current.available_replicas > 0
 
 

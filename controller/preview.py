@@ -24,7 +24,7 @@ from compaction.safety import is_placeholder
 from controller.actions import Plan
 from controller.drains import DrainPlan
 from controller.plan import PlanSettings, plan
-from controller.runtime import RuntimeSettings
+from controller.pod_runtime import RuntimeSettings
 from controller.simulation import Reason
 from controller.snapshot import (
     EvaluationObject,

@@ -18,8 +18,8 @@ from controller.informer import Informers
 from controller.memory import Memory
 from controller.metrics import ControllerMetrics
 from controller.plan import PlanSettings, plan
+from controller.pod_runtime import RuntimeSettings
 from controller.reader import Reader
-from controller.runtime import RuntimeSettings
 from controller.settings import PATCH_CONCURRENCY
 
 __all__ = ["Reconciler", "Summary"]

@@ -23,7 +23,7 @@ from compaction import names
 from compaction.duration import parse_duration
 from compaction.intent import parse_exempt_schedulers
 from controller.plan import PlanSettings
-from controller.runtime import (
+from controller.pod_runtime import (
     DEFAULT_RESOURCES,
     DESCHEDULER_IMAGE,
     SCHEDULER_REPOSITORY,

@@ -23,7 +23,7 @@ from compaction.safety import is_placeholder
 from compaction.selector import LabelSelector
 from compaction.utilization import Utilization
 from controller.drain_taint import drain_owner
-from controller.scheduling import UNCONSTRAINED, most_allocated, tolerated
+from controller.placement import UNCONSTRAINED, most_allocated, tolerated
 from controller.snapshot import NodeInfo, PodInfo
 
 # Taints of nodes another autoscaler is removing: never a destination, never a candidate.

@@ -25,7 +25,7 @@ from compaction.selector import LabelSelector, parse_selector
 from compaction.static_policy import StaticPolicy, parse_static_policy
 from compaction.validation import parse_policy
 from controller.objects import controller_of, meta, parse_time, revision, section, str_map
-from controller.scheduling import UNCONSTRAINED, Placement, Taint, parse_placement
+from controller.placement import UNCONSTRAINED, Placement, Taint, parse_placement
 from controller.workloads import WorkloadObject
 
 OwnerKey = tuple[str, str, str]  # kind, namespace, name
@@ -64,7 +64,7 @@ class PodInfo:
 
     @property
     def mirror(self) -> bool:
-        return "kubernetes.io/config.mirror" in self.annotations
+        return names.MIRROR_ANNOTATION in self.annotations
 
     @property
     def occupies(self) -> bool:

@@ -39,9 +39,9 @@ from compaction.safety import Hold
 from compaction.workload import WorkloadType
 from controller import drain_memo
 from controller.drains import DrainPlan
+from controller.placement import parse_placement
 from controller.plan import PlanSettings, plan
-from controller.runtime import RuntimeSettings
-from controller.scheduling import parse_placement
+from controller.pod_runtime import RuntimeSettings
 from controller.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot, parse_policy_object
 from controller.workloads import WorkloadObject, workload_object
 

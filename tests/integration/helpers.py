@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from controller.plan import PlanSettings
-from controller.runtime import RuntimeSettings
+from controller.pod_runtime import RuntimeSettings
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster import MANUAL_STATUS, ROOT
 from localcluster.kube import path, wait_for

@@ -17,7 +17,7 @@ import yaml
 from controller.api import Api
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
-from controller.scheduler import render_scheduler_config
+from controller.scheduler_objects import render_scheduler_config
 from localcluster import Cluster, Kube
 from localcluster.kube import path, wait_for
 from tests.integration.helpers import (

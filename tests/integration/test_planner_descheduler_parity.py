@@ -16,8 +16,8 @@ import yaml
 from compaction import names
 from controller.convergence import ConvergenceState
 from controller.plan import PlanSettings, plan
+from controller.pod_runtime import RuntimeSettings
 from controller.reconciler import Reconciler
-from controller.runtime import RuntimeSettings
 from controller.snapshot import PodInfo, Snapshot
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster import MANUAL_STATUS, NodeShape

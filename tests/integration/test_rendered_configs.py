@@ -14,7 +14,7 @@ import yaml
 
 from compaction.validation import parse_policy
 from controller.descheduler import render_descheduler_policy
-from controller.scheduler import render_scheduler_config
+from controller.scheduler_objects import render_scheduler_config
 from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
 from localcluster.kube import path, wait_for

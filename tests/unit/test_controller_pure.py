@@ -11,9 +11,9 @@ import pytest
 from compaction.intent import intent_for
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
+from controller.placement import Placement, Toleration
 from controller.pods import OwnerIndex, is_protected, pod_patch, stale_copies
 from controller.scheduler_health import Routing, SchedulerHealth
-from controller.scheduling import Placement, Toleration
 from controller.snapshot import OwnerInfo, PodInfo, owner_parser, parse_pod
 from controller.status import Condition, policy_conditions, render_conditions
 from controller.workloads import WorkloadObject, desired_policy, workload_object, workload_patch

@@ -13,7 +13,7 @@ from controller.descheduler import (
     descheduler_cronjob,
     render_descheduler_policy,
 )
-from controller.runtime import RuntimeSettings
+from controller.pod_runtime import RuntimeSettings
 from tests.reference import reference_policies
 
 

@@ -15,7 +15,7 @@ from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.drains import DrainPlan, Member, plan_drains
-from controller.scheduling import Taint
+from controller.placement import Taint
 from controller.snapshot import NodeInfo, PodInfo
 from tests.unit.test_planner import NOW, node, pod
 

@@ -14,7 +14,7 @@ from compaction.workload import WorkloadType
 from controller.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.memory import Memory
 from controller.plan import PlanSettings, digest, plan
-from controller.runtime import RuntimeSettings
+from controller.pod_runtime import RuntimeSettings
 from controller.snapshot import (
     NodeInfo,
     OwnerInfo,

@@ -12,7 +12,7 @@ import yaml
 from compaction.workload import WorkloadType
 from controller.actions import Apply, Create, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.plan import PlanSettings, plan
-from controller.runtime import RuntimeSettings
+from controller.pod_runtime import RuntimeSettings
 from controller.snapshot import (
     NodeInfo,
     OwnObject,

@@ -13,8 +13,8 @@ import pytest
 from controller.actions import Patch, Plan, RecordEvent
 from controller.drain_taint import drain_taint
 from controller.memory import Memory
+from controller.placement import Taint
 from controller.plan import plan
-from controller.scheduling import Taint
 from controller.snapshot import NodeInfo, PodInfo
 from tests.unit.test_plan import ANNOTATED, NOW, RS, SETTINGS, _deploy, _policy, _snapshot
 

@@ -21,10 +21,7 @@ from compaction.workload import WorkloadType
 from controller.descheduler import render_descheduler_policy
 from controller.drain_taint import drain_taint
 from controller.drains import DrainPlan, Member, evictions_per_run, plan_drains
-from controller.plan import PlanSettings
-from controller.plan import plan as plan_pass
-from controller.runtime import RuntimeSettings
-from controller.scheduling import (
+from controller.placement import (
     AntiAffinity,
     NodeRequirement,
     Placement,
@@ -32,6 +29,9 @@ from controller.scheduling import (
     Toleration,
     parse_placement,
 )
+from controller.plan import PlanSettings
+from controller.plan import plan as plan_pass
+from controller.pod_runtime import RuntimeSettings
 from controller.snapshot import NodeInfo, PdbInfo, PodInfo
 from loadtest import planner as planner_bench
 

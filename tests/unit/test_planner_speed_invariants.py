@@ -17,7 +17,7 @@ from compaction.selector import LabelSelector, Operator, requirement
 from compaction.workload import WorkloadType
 from controller.drain_memo import inputs_key
 from controller.drains import Member
-from controller.scheduling import AntiAffinity, Placement, Taint, Toleration
+from controller.placement import AntiAffinity, Placement, Taint, Toleration
 from controller.simulation import Cluster, SimNode, _holds, rank
 from controller.snapshot import NodeInfo, PodInfo
 from tests.unit.test_planner import POLICY, node, pod

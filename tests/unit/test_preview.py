@@ -18,7 +18,7 @@ from compaction.workload import WorkloadType
 from controller import preview
 from controller.actions import Plan
 from controller.drains import DrainPlan, Unremovable
-from controller.scheduling import Placement
+from controller.placement import Placement
 from controller.simulation import Reason
 from controller.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot
 from controller.workloads import WorkloadObject, workload_object

@@ -11,8 +11,8 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from controller.api import Api
+from controller.pod_runtime import RuntimeSettings
 from controller.reconciler import Reconciler
-from controller.runtime import RuntimeSettings
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 EVENTS = "/api/v1/namespaces/shop/events"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.runtime import scheduler_image
-from controller.scheduler import render_scheduler_config, scheduler_deployment
+from controller.pod_runtime import scheduler_image
+from controller.scheduler_objects import render_scheduler_config, scheduler_deployment
 from controller.settings import SettingsError, load
 
 

@@ -8,7 +8,7 @@ import yaml
 
 from compaction import names
 from controller.labels import managed_labels
-from controller.runtime import PodRuntime
+from controller.pod_runtime import PodRuntime
 
 SERVICE_ACCOUNT: Final = "compactor-scheduler"
 DEPLOYMENT: Final = "compactor-scheduler"
