@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from localcluster import Cluster, ClusterConfig
-from localcluster.compaction import run
+from localcluster.compaction_run import run
 from localcluster.measure import Report
 from localcluster.scenario import App, Scenario, spread_overrides, standard
 from localcluster.stack import start_local

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from localcluster import Cluster, ClusterConfig
-from localcluster.compaction import run
+from localcluster.compaction_run import run
 from localcluster.measure import cpu_millis, plot, repeats_table
 from localcluster.scenario import PROTECTED, small, spread_overrides, standard
 from localcluster.stack import start_local

@@ -24,7 +24,7 @@ from compaction import names
 from localcluster import ApiError, Cluster, ClusterConfig, Kube
 from localcluster import dashboard as dash
 from localcluster.cluster import ROOT
-from localcluster.compaction import run
+from localcluster.compaction_run import run
 from localcluster.kube import path, wait_for
 from localcluster.prometheus import Prometheus, Target
 from localcluster.scenario import small

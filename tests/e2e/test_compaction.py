@@ -13,7 +13,7 @@ import yaml
 
 from localcluster import Cluster, Kube
 from localcluster.cluster import NodeShape
-from localcluster.compaction import Outcome, run
+from localcluster.compaction_run import Outcome, run
 from localcluster.kube import path, wait_for
 from localcluster.scenario import POLICY, standard
 from localcluster.stack import CompactorStack

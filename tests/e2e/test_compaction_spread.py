@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from localcluster import Cluster, Kube
-from localcluster.compaction import Outcome, run
+from localcluster.compaction_run import Outcome, run
 from localcluster.scenario import small, spread_overrides
 from localcluster.stack import CompactorStack
 from tests.e2e.test_compaction import assert_planned_evictions, assert_within_limits
