@@ -365,6 +365,38 @@ def build(snapshot: Snapshot, decided: Plan, prices: Prices = Prices()) -> Repor
         bounds(snapshot.pods, snapshot, in_use, len(freed)), unsimulated, savings)
 
 
+@dataclass(frozen=True)
+class NodeLoad:
+    """One node's requested CPU (millicores) and memory (bytes), before the plan and with its
+    moves applied, and what it offers."""
+
+    node: str
+    cpu_before: int
+    cpu_after: int
+    memory_before: int
+    memory_after: int
+    cpu_allocatable: int
+    memory_allocatable: int
+
+
+def loads(snapshot: Snapshot, decided: Plan) -> tuple[NodeLoad, ...]:
+    """Per node (in the snapshot's order), the requests of every Pod that occupies it, before
+    and after the plan's moves (a moved Pod counts on the node the simulation put it on)."""
+    moves = {k: v for d in decided.drains for k, v in d.moves.items()}
+    before: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    after: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for p in snapshot.pods:
+        if not p.occupies or not p.node_name:
+            continue
+        cpu, memory = p.requests.get("cpu", 0), p.requests.get("memory", 0) // 1000
+        for side, name in ((before, p.node_name), (after, moves.get(p.key, p.node_name))):
+            side[name][0] += cpu
+            side[name][1] += memory
+    return tuple(NodeLoad(n.name, before[n.name][0], after[n.name][0], before[n.name][1],
+                          after[n.name][1], n.allocatable.get("cpu", 0),
+                          n.allocatable.get("memory", 0) // 1000) for n in snapshot.nodes)
+
+
 # --- output ---------------------------------------------------------------------------
 
 

@@ -190,7 +190,44 @@ def parser() -> argparse.ArgumentParser:
                    f"{preview.INSTANCE_TYPE_LABEL}) to hourly price")
     p.add_argument("--price-per-node", type=float, metavar="HOURLY",
                    help="one hourly price for every node (for those --price does not list)")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw each node's requested CPU "
+                   "and memory, before and after the plan's moves (needs matplotlib)")
     return top
+
+
+def plot(node_loads: Sequence[preview.NodeLoad], file: str) -> None:
+    """Requested CPU and memory per node, before and after, as the demo draws CPU."""
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise Failure("--plot needs matplotlib (pip install matplotlib)") from e
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = range(len(node_loads))
+    names = [n.node for n in node_loads]
+    fig, axes = plt.subplots(2, 1, figsize=(max(10, len(node_loads) * 0.5), 7), sharex=True)
+    for ax, unit, scale, values in (
+            (axes[0], "requested CPU (cores)", 1000,
+             [(n.cpu_before, n.cpu_after, n.cpu_allocatable) for n in node_loads]),
+            (axes[1], "requested memory (GiB)", 2**30,
+             [(n.memory_before, n.memory_after, n.memory_allocatable) for n in node_loads])):
+        ax.bar([i - 0.2 for i in x], [b / scale for b, _, _ in values], 0.4, label="before")
+        ax.bar([i + 0.2 for i in x], [a / scale for _, a, _ in values], 0.4,
+               label="after the plan")
+        ax.hlines([c / scale for _, _, c in values], [i - 0.45 for i in x],
+                  [i + 0.45 for i in x], color="grey", linestyle="--", label="allocatable")
+        ax.set_ylabel(unit)
+        ax.legend(loc="upper right")
+    axes[1].set_xticks(list(x), names, rotation=45, ha="right")
+    axes[0].set_title("Requested CPU and memory per node, before and after the plan")
+    fig.tight_layout()
+    try:
+        fig.savefig(file, dpi=100, format="png")
+    except OSError as e:
+        raise Failure(f"{file}: cannot write: {e.strerror or e}") from e
+    finally:
+        plt.close(fig)
 
 
 def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
@@ -208,7 +245,10 @@ def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
                 raise Failure(*chosen.problems)
         snapshot = preview.with_policies(snapshot, chosen)
         now = datetime.datetime.now(datetime.UTC)
-        report = preview.build(snapshot, preview.plan_preview(snapshot, now), cost)
+        decided = preview.plan_preview(snapshot, now)
+        report = preview.build(snapshot, decided, cost)
+        if args.plot:
+            plot(preview.loads(snapshot, decided), args.plot)
     except Failure as e:
         return FAILED, "", list(e.lines)
     if args.output == "json":

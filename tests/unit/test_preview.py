@@ -8,14 +8,15 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from compaction import packing
 from compaction.workload import WorkloadType
-from controller import preview
+from controller import preview, preview_cli
 from controller.actions import Plan
 from controller.drains import DrainPlan, Unremovable
 from controller.placement import Placement
@@ -225,20 +226,64 @@ def _spread(nodes: Sequence[NodeInfo]) -> list[PodInfo]:
         "ReplicaSet", "web-1")) for i, n in enumerate(nodes)]
 
 
-def test_a_spread_cluster_planned_by_the_controllers_own_plan() -> None:
+def _spread_snapshot() -> Snapshot:
     nodes = (node("n1"), node("n2"), node("n3"))
     chosen = preview.read_documents([("f#1", _doc(spec={
         "scope": {"namespaceSelector": {"operator": "In", "values": ["shop"]}}}))])
-    snapshot = preview.with_policies(Snapshot(
+    return preview.with_policies(Snapshot(
         nodes=nodes, pods=tuple(_spread(nodes)), namespaces={"shop": {}},
         workloads=(_deployment("web", "shop", 3),),
         owners=(OwnerInfo("ReplicaSet", "shop", "web-1", ("Deployment", "web"), {}),)), chosen)
+
+
+def test_a_spread_cluster_planned_by_the_controllers_own_plan() -> None:
+    snapshot = _spread_snapshot()
     report = preview.build(snapshot, preview.plan_preview(snapshot, NOW))
     assert report.policies == ("spread",)
     assert len(report.freeable) == 2 and len(report.stays) == 1
     (kept,) = report.stays
     assert {r.code for r in report.stays[kept]} == {"destination"}
     assert report.bounds.nodes_after == report.bounds.lower_bound == report.bounds.ffd == 1
+
+
+def test_the_plans_moves_applied_per_node() -> None:
+    snapshot = _spread_snapshot()
+    loads = preview.loads(snapshot, preview.plan_preview(snapshot, NOW))
+    assert [n.node for n in loads] == ["n1", "n2", "n3"]
+    assert [n.cpu_before for n in loads] == [200, 200, 200]
+    assert sorted(n.cpu_after for n in loads) == [0, 0, 600]
+    assert sorted(n.memory_after for n in loads) == [0, 0, 3 * 2**30 // 4]  # bytes
+    assert all(n.memory_before == 2**30 // 4 for n in loads)
+    assert sum(n.cpu_after for n in loads) == sum(n.cpu_before for n in loads)
+
+
+def test_plot_writes_a_png(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    snapshot = _spread_snapshot()
+    monkeypatch.setattr(preview_cli, "read_cluster", _reads(snapshot))
+    file = tmp_path / "plan.png"
+    code, out, errors = preview_cli.run(["plan", "--plot", str(file)])
+    assert (code, errors) == (0, [])
+    assert "Could free 2 nodes" in out
+    assert file.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_says_so(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preview_cli, "read_cluster", _reads(_spread_snapshot()))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises
+    file = tmp_path / "plan.png"
+    code, out, errors = preview_cli.run(["plan", "--plot", str(file)])
+    assert (code, out) == (2, "")
+    assert errors == ["--plot needs matplotlib (pip install matplotlib)"]
+    assert not file.exists()
+
+
+def _reads(snapshot: Snapshot) -> Callable[[str | None, str | None, bool],
+                                           Coroutine[Any, Any, Snapshot]]:
+    async def read(kubeconfig: str | None, context: str | None, policies: bool) -> Snapshot:
+        return snapshot
+    return read
 
 
 def test_the_report_module_does_no_io() -> None:
