@@ -3,10 +3,15 @@ and the end-to-end test."""
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from compaction import names
 from compaction.packing import ffd_around, ffd_packing, lower_bound
@@ -33,6 +38,7 @@ class Outcome:
     runs: list[DeschedulerRun] = field(default_factory=list)
     cpu_before: dict[str, int] = field(default_factory=dict)
     cpu_after: dict[str, int] = field(default_factory=dict)
+    forecast: dict[str, Any] = field(default_factory=dict)  # the plugin's -o json
 
 
 def _awaiting_hook(pods: list[PodFact]) -> list[PodFact]:
@@ -78,6 +84,34 @@ def _bounced(evicted: list[tuple[str, str]], before: list[PodFact], after: list[
     return count
 
 
+def policy_documents(scenario: Scenario, **overrides: Any) -> list[dict[str, Any]]:
+    """The scenario's policies as ``apply_policy`` applies them, as a policy file holds them."""
+    docs = []
+    for team in scenario.policies:
+        meta: dict[str, Any] = {"name": team.name}
+        if team.namespace:
+            meta["namespace"] = team.namespace
+        docs.append({"apiVersion": names.API_VERSION, "kind": team.kind, "metadata": meta,
+                     "spec": {**team.spec, **overrides}})
+    return docs
+
+
+def forecast(cluster: Cluster, scenario: Scenario, **policy: Any) -> dict[str, Any]:
+    """What ``kubectl compactor plan -f POLICY -o json`` says of the cluster as it is now, with
+    the scenario's policies (``policy`` over their specs) given as files: the plugin itself,
+    in-process, against the local cluster's kubeconfig."""
+    from controller import preview_cli
+
+    with tempfile.TemporaryDirectory(prefix="compactor-forecast-") as tmp:
+        file = Path(tmp) / "policies.yaml"
+        file.write_text(yaml.safe_dump_all(policy_documents(scenario, **policy)))
+        code, out, errors = preview_cli.run(["plan", "-f", str(file), "--kubeconfig",
+                                             str(cluster.kubeconfig), "-o", "json"])
+    assert code == 0, errors
+    found: dict[str, Any] = json.loads(out)
+    return found
+
+
 def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         interval: float = 1.0, quiet_runs: int = 3, max_runs: int = 200,
         max_seconds: float = 600.0, patience: int = 6, log: bool = False,
@@ -86,6 +120,7 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
     the descheduler every ``interval`` the way its CronJob would, until nothing changes."""
     create(cluster, kube, scenario)
     before = snapshot(kube)
+    predicted = forecast(cluster, scenario, **policy)
     started = time.monotonic()
     apply_policy(kube, scenario, **policy)
     stack.start_scheduler()
@@ -174,7 +209,11 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         pdb_violations=len(payments_before - {p.uid for p in after}),
         protected_moved=len(protected_before - protected_after),
         nodes_total=scenario.nodes,
+        predicted_after=int(predicted["nodesAfter"]),
+        kept_after=len(nodes_with(p for p in after if p.stays)),
+        predicted_in_use=len(predicted["nodesInUse"]),
+        predicted_freeable=len(predicted["freeable"]),
     )
     return Outcome(report, before, after, runs,
                    cpu_by_node(before, scenario.node_names),
-                   cpu_by_node(after, scenario.node_names))
+                   cpu_by_node(after, scenario.node_names), predicted)

@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 
 from localcluster import Cluster, ClusterConfig
-from localcluster.compaction_run import run
-from localcluster.measure import cpu_millis, plot, repeats_table
+from localcluster.compaction_run import Outcome, run
+from localcluster.measure import cpu_millis, forecast_table, plot, repeats_table
 from localcluster.scenario import PROTECTED, small, spread_overrides, standard
 from localcluster.stack import start_local
 
@@ -67,6 +67,19 @@ def main() -> None:
     print("stopped")
 
 
+def forecast_nodes(outcome: Outcome) -> str:
+    """The nodes the forecast keeps beside the nodes the run ended using, where they differ."""
+    freeable = {f["node"] for f in outcome.forecast.get("freeable", [])}
+    kept = set(outcome.forecast.get("nodesInUse", [])) - freeable
+    reached = {p.node for p in outcome.after if p.node and p.stays}
+    if kept == reached:
+        return "  forecast kept the nodes the run kept"
+    why = sorted(f"{p.node}: {p.namespace}/{p.app}" for p in outcome.after
+                 if p.node in reached ^ kept and p.app != "node-agent")
+    return (f"  forecast kept but the run freed: {sorted(kept - reached)}; run kept but the "
+            f"forecast freed: {sorted(reached - kept)} (their Pods after: {why})")
+
+
 def repeat(times: int, small_scenario: bool, spread: bool, out: Path) -> None:
     """The same run ``times`` times on fresh clusters: how often each target is met."""
     reports = []
@@ -76,12 +89,15 @@ def repeat(times: int, small_scenario: bool, spread: bool, out: Path) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="compactor-demo-"))
         with Cluster(ClusterConfig(workdir=workdir)) as cluster:
             kube, stack = start_local(cluster, workdir / "compactor")
-            reports.append(run(cluster, kube, stack, scenario, interval=1.0,
-                               **overrides).report)
+            outcome = run(cluster, kube, stack, scenario, interval=1.0, **overrides)
+            reports.append(outcome.report)
             kube.close()
-        print(f"run {i}: {reports[-1].nodes_after} nodes after, "
+        print(forecast_nodes(outcome), flush=True)
+        print(f"run {i}: {reports[-1].nodes_after} nodes after, nodes in use after "
+              f"{reports[-1].in_use_after}, {reports[-1].kept_after} counted as the forecast "
+              f"counts ({reports[-1].predicted_after}), "
               f"{reports[-1].futile_evictions} futile evictions", flush=True)
-    table = repeats_table(reports)
+    table = repeats_table(reports) + "\n\n" + forecast_table(reports)
     out.mkdir(parents=True, exist_ok=True)
     name = f"repeats{'-spread' if spread else ''}{'-small' if small_scenario else ''}.md"
     (out / name).write_text(table + "\n")

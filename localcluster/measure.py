@@ -50,6 +50,13 @@ class PodFact:
         return self.namespace in MANAGED_NAMESPACES and not self.protected
 
     @property
+    def stays(self) -> bool:
+        """Counted by ``kubectl compactor plan`` as holding its node after the plan: any Pod
+        but a DaemonSet's, a placeholder, or Compactor's own (created with the policy)."""
+        return self.namespace != names.INSTALL_NAMESPACE and PROTECTED.get(
+            (self.namespace, self.app)) not in ("DaemonSet", "placeholder, priority -10")
+
+    @property
     def immovable(self) -> bool:
         """Pods that keep their node: Compactor's own (the compaction scheduler) and the
         protected ones, but DaemonSet Pods (on every node) and placeholders (the Cluster
@@ -109,6 +116,15 @@ class Report:
     pdb_violations: int
     protected_moved: int
     nodes_total: int
+    # ``kubectl compactor plan`` just before the policy: nodes in use (any Pod but a DaemonSet's
+    # or a mirror Pod) - freeable; compare with in_use_after.
+    predicted_after: int | None = None
+    # Nodes after holding a Pod the forecast counts as staying: any but a DaemonSet's, a
+    # placeholder (the plan moves it without an eviction; an autoscaler removes a node it
+    # alone holds) or Compactor's own (its scheduler's Pod lands only after the policy).
+    kept_after: int | None = None
+    predicted_in_use: int | None = None
+    predicted_freeable: int | None = None
 
     @property
     def futile_evictions(self) -> int:
@@ -122,6 +138,8 @@ class Report:
             ("first-fit-decreasing packing of the same requests", str(self.ffd_packing)),
             ("nodes in use (any Pod but a DaemonSet's), before", str(self.in_use_before)),
             ("nodes in use, after", str(self.in_use_after)),
+            ("  forecast by kubectl compactor plan (in use - freeable)", self._forecast()),
+            ("  reached, counted as the forecast counts", str(self.kept_after)),
             ("  packing with the unmovable Pods left in place", str(self.ffd_around_blockers)),
             ("lower bound (requests / capacity)", str(self.lower_bound)),
             ("nodes freed", f"{self.nodes_before - self.nodes_after} of {self.nodes_total}"),
@@ -136,6 +154,12 @@ class Report:
             ("PDB violations", str(self.pdb_violations)),
             ("protected Pods moved", str(self.protected_moved)),
         ]
+
+    def _forecast(self) -> str:
+        if self.predicted_after is None:
+            return "-"
+        return (f"{self.predicted_after} ({self.predicted_in_use} - "
+                f"{self.predicted_freeable})")
 
     def table(self) -> str:
         width = max(len(k) for k, _ in self.rows())
@@ -160,6 +184,19 @@ def repeats_table(reports: list[Report]) -> str:
            f"evictions <= movable Pods of freed nodes: "
            f"{sum(r.descheduler_evictions <= r.movable_on_freed for r in reports)} of {n}")
     return "\n".join([head, *rows, "", met])
+
+
+def forecast_table(reports: list[Report]) -> str:
+    """Per run, what ``kubectl compactor plan`` forecast just before the policy beside what the
+    run reached: nodes in use (any Pod but a DaemonSet's) after."""
+    head = ("| run | forecast: nodes after (in use - freeable) | reached, counted alike "
+            "(no placeholder-only or Compactor-only node) | nodes in use after "
+            "| nodes carrying managed Pods after |\n" + "|---" * 5 + "|")
+    rows = [f"| {i} | {r.predicted_after} ({r.predicted_in_use} - {r.predicted_freeable}) "
+            f"| {r.kept_after} | {r.in_use_after} | {r.nodes_after} |"
+            for i, r in enumerate(reports, 1)]
+    equal = sum(r.predicted_after == r.kept_after for r in reports)
+    return "\n".join([head, *rows, "", f"forecast = reached: {equal} of {len(reports)}"])
 
 
 def plot(before: dict[str, int], after: dict[str, int], capacity_millis: int,
