@@ -60,6 +60,21 @@ def test_managed_pods_end_on_as_few_nodes_as_the_packing_with_no_futile_eviction
     assert_planned_evictions(outcome)
 
 
+# docs/preview.md, "The forecast beside a run": with setLabelsByEviction the runtime hook's
+# re-admissions pack, not the planner's drains, and they may keep one node more or fewer.
+FORECAST_TOLERANCE = 1
+
+
+def test_the_preview_forecasts_the_nodes_the_run_keeps(outcome: Outcome) -> None:
+    """kubectl compactor plan, run with the scenario's policy as a file just before it is
+    applied, forecasts the nodes that still hold a Pod after the run (counted as it counts:
+    no DaemonSet Pod, placeholder or Compactor's own scheduler Pod)."""
+    r = outcome.report
+    assert r.predicted_after is not None and r.kept_after is not None
+    assert abs(r.kept_after - r.predicted_after) <= FORECAST_TOLERANCE, (
+        outcome.forecast["freeable"], r.table())
+
+
 def test_no_budget_is_violated_and_nothing_protected_moves(outcome: Outcome) -> None:
     assert outcome.report.pdb_violations == 0
     assert outcome.report.protected_moved == 0
