@@ -53,12 +53,12 @@ bench: $(STAMP) tools
 ## bench-e2e: 100, 300 and 500 nodes (~30 Pods each): how reconcile time, peak RSS and API
 ## requests/min grow, the targets judged at 500; then compaction at 100 nodes (not in CI)
 bench-e2e: $(STAMP) tools
-	$(BIN)/python -m localcluster.bench_e2e
+	$(BIN)/python -m localcluster.bench.e2e
 
 ## chaos: faults one at a time while the whole stack works, hostile clients, a search of the
 ## logs for planted secrets; the tables go to chaos-out/ (not in CI, about 10 minutes)
 chaos: $(STAMP) tools
-	$(BIN)/python -m localcluster.chaos_run
+	$(BIN)/python -m localcluster.chaos
 
 ## bench-peers: Compactor beside Kyverno (built from its Go module, for this target only) and
 ## no webhook, the same concurrent Pod creation through one API server (not in CI)

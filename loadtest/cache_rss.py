@@ -15,7 +15,7 @@ from typing import Any
 
 from compaction import names
 from compaction.intent import Intent
-from localcluster.procstat import peak_rss_mib, rss_mib
+from localcluster.cluster.procstat import peak_rss_mib, rss_mib
 from webhook.feed import KindStore
 from webhook.metrics import Metrics
 from webhook.owners import OwnerCache, record_of

@@ -19,8 +19,9 @@ from typing import Any
 import httpx
 
 from compaction import names
-from localcluster import Kube, scrape
-from localcluster.kube import Credentials, path
+from localcluster import Kube
+from localcluster.cluster import scrape
+from localcluster.cluster.kube import Credentials, path
 
 WEBHOOK_LATENCY = "apiserver_admission_webhook_admission_duration_seconds"
 RUN_LABEL = "compactor.dev/bench-run"

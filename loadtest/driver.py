@@ -27,7 +27,7 @@ from compaction import names
 from loadtest import report, verdicts, workload
 from loadtest.scenarios import Scenarios, owners_rss
 from localcluster import Cluster, ClusterConfig
-from localcluster.stack import apply_file
+from localcluster.cluster.stack import apply_file
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "loadtest" / "results"

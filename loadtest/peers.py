@@ -37,11 +37,12 @@ import yaml
 from compaction import names
 from compaction.intent import Intent
 from loadtest import creators
-from localcluster import Cluster, ClusterConfig, Kube, scrape
-from localcluster.kube import path, wait_for
-from localcluster.process import Process, free_port
-from localcluster.procstat import cpu_seconds, peak_rss_mib
-from localcluster.stack import (
+from localcluster import Cluster, ClusterConfig, Kube
+from localcluster.cluster import scrape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import Process, free_port
+from localcluster.cluster.procstat import cpu_seconds, peak_rss_mib
+from localcluster.cluster.stack import (
     WEBHOOK_NAMESPACE_LABEL,
     start_webhook_process,
     webhook_configuration,

@@ -20,12 +20,13 @@ from compaction import names
 from loadtest import creators, swarm
 from loadtest.report import Row
 from loadtest.workload import bodies
-from localcluster import Cluster, Kube, scrape
-from localcluster.kube import path, wait_for
-from localcluster.process import Process, free_port
-from localcluster.procstat import cpu_seconds, peak_rss_mib
-from localcluster.scrape import delta, histogram, quantile
-from localcluster.stack import (
+from localcluster import Cluster, Kube
+from localcluster.cluster import scrape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import Process, free_port
+from localcluster.cluster.procstat import cpu_seconds, peak_rss_mib
+from localcluster.cluster.scrape import delta, histogram, quantile
+from localcluster.cluster.stack import (
     WEBHOOK_NAMESPACE_LABEL,
     service_account_token,
     token_kubeconfig,

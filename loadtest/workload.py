@@ -14,7 +14,7 @@ from compaction.intent import Intent
 from compaction.resource_plan import ResourcePlan
 from compaction.static_policy import ContainerResources
 from localcluster import Kube
-from localcluster.kube import path, wait_for
+from localcluster.cluster.kube import path, wait_for
 
 INTENT = Intent("bench", {names.POLICY_LABEL: "bench"}, names.MANAGED_SCHEDULER)
 ANNOTATIONS = {names.INTENT_ANNOTATION: INTENT.render()}

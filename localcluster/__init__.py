@@ -1,10 +1,13 @@
 """An embedded Kubernetes control plane on loopback, for the test suite and `make demo`.
 
+Four packages by job: ``cluster`` (the embedded cluster itself), ``demo`` (the demo and its
+scenario), ``chaos`` (faults and hostile clients) and ``bench`` (end-to-end benchmarks).
+
 Real binaries (built by ``tools/build.sh``), real etcd, real TLS and RBAC: the point is that
 what the API server judges in our tests is judged by the API server itself.
 
 The names below load on first use, so that a process measuring its own memory with a light
-module of this package (``loadtest.cache_rss`` with ``procstat``) does not carry the
+module of this package (``loadtest.cache_rss`` with ``cluster.procstat``) does not carry the
 cluster's imports.
 """
 
@@ -14,13 +17,13 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from localcluster.cluster import Cluster, ClusterConfig
-    from localcluster.kube import ApiError, Kube
+    from localcluster.cluster.control_plane import Cluster, ClusterConfig
+    from localcluster.cluster.kube import ApiError, Kube
 
 __all__ = ["ApiError", "Cluster", "ClusterConfig", "Kube"]
 
-_HOMES = {"ApiError": "localcluster.kube", "Cluster": "localcluster.cluster",
-          "ClusterConfig": "localcluster.cluster", "Kube": "localcluster.kube"}
+_PLANE, _KUBE = "localcluster.cluster.control_plane", "localcluster.cluster.kube"
+_HOMES = {"ApiError": _KUBE, "Cluster": _PLANE, "ClusterConfig": _PLANE, "Kube": _KUBE}
 
 
 def __getattr__(name: str) -> object:

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from localcluster import Cluster, ClusterConfig
-from localcluster.compaction_run import run
-from localcluster.measure import Report
-from localcluster.scenario import App, Scenario, spread_overrides, standard
-from localcluster.stack import start_local
+from localcluster.cluster.stack import start_local
+from localcluster.demo.compaction_run import run
+from localcluster.demo.measure import Report
+from localcluster.demo.scenario import App, Scenario, spread_overrides, standard
 
 
 def scenario(nodes: int) -> Scenario:

@@ -24,11 +24,14 @@ from pathlib import Path
 import httpx
 
 from compaction import names
-from localcluster import Cluster, ClusterConfig, Kube, compaction_scale, scrape
-from localcluster.kube import path
-from localcluster.process import Process
-from localcluster.procstat import cpu_seconds, peak_rss_mib
-from localcluster.scenario import (
+from localcluster import Cluster, ClusterConfig, Kube
+from localcluster.bench import compaction_scale
+from localcluster.cluster import scrape
+from localcluster.cluster.kube import path
+from localcluster.cluster.process import Process
+from localcluster.cluster.procstat import cpu_seconds, peak_rss_mib
+from localcluster.cluster.stack import CompactorStack, start_local, webhook_metric
+from localcluster.demo.scenario import (
     MANAGED_NAMESPACES,
     NAMESPACES,
     POLICY,
@@ -38,7 +41,6 @@ from localcluster.scenario import (
     create,
     policy_spec,
 )
-from localcluster.stack import CompactorStack, start_local, webhook_metric
 
 METADATA_ONLY = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"}
 
@@ -354,7 +356,7 @@ def main() -> None:
     print("\n" + "\n\n".join(sections) + "\n")
     for name, ok, detail in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {name} ({detail})")
-    out = Path(__file__).resolve().parent.parent / "loadtest" / "results"
+    out = Path(__file__).resolve().parents[2] / "loadtest" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench-e2e.md").write_text("\n\n".join(sections) + "\n\n" + "\n".join(
         f"{'PASS' if ok else 'FAIL'}: {n} ({d})" for n, ok, d in checks) + "\n")

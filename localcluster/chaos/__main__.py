@@ -19,12 +19,12 @@ from pathlib import Path
 
 import orjson
 
-from localcluster import faults
-from localcluster.chaos import Chaos, ChaosConfig
-from localcluster.cluster import Cluster, ClusterConfig
-from localcluster.hostile import HostileLoad, Timings, admissions
-from localcluster.kube import path
-from localcluster.reliability import FaultReport, leaks, row, table
+from localcluster.chaos import faults
+from localcluster.chaos.harness import Chaos, ChaosConfig
+from localcluster.chaos.hostile import HostileLoad, Timings, admissions
+from localcluster.chaos.reliability import FaultReport, leaks, row, table
+from localcluster.cluster.control_plane import Cluster, ClusterConfig
+from localcluster.cluster.kube import path
 
 # The ReplicaSet watch cache off, so that a watch resuming from a compacted revision gets
 # the real 410 from etcd through the API server (the watch-expired fault).
@@ -89,7 +89,7 @@ def _print_rows(reports: list[FaultReport]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m localcluster.chaos", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("chaos-out"))
     parser.add_argument("--only", nargs="*", default=None,
                         help=f"faults to run, of: {' '.join(n for n, _ in FAULTS)}")

@@ -9,10 +9,10 @@ import time
 import httpx
 
 from compaction import names
-from localcluster.kube import ApiError, Kube, path
-from localcluster.process import Process
-from localcluster.reliability import DeschedulerRun
-from localcluster.stack import CompactorStack
+from localcluster.chaos.reliability import DeschedulerRun
+from localcluster.cluster.kube import ApiError, Kube, path
+from localcluster.cluster.process import Process
+from localcluster.cluster.stack import CompactorStack
 
 
 class LeaseWatch:

@@ -13,12 +13,12 @@ import uuid
 import httpx
 
 from compaction import names
-from localcluster.audit import evictions
-from localcluster.chaos import CONTROLLER_USER, WEBHOOK_OFF, Chaos
-from localcluster.chaos_scenario import policy_spec
-from localcluster.kube import ApiError, Kube, path, wait_for
-from localcluster.stack import SCHEDULER_DOWN_AFTER, stranded_bound
-from localcluster.stranding import Stranding
+from localcluster.chaos.audit import evictions
+from localcluster.chaos.harness import CONTROLLER_USER, WEBHOOK_OFF, Chaos
+from localcluster.chaos.scenario import policy_spec
+from localcluster.chaos.stranding import Stranding
+from localcluster.cluster.kube import ApiError, Kube, path, wait_for
+from localcluster.cluster.stack import SCHEDULER_DOWN_AFTER, stranded_bound
 
 DOWN = 5.0  # seconds a killed process stays down before it is started again
 

@@ -26,17 +26,11 @@ import orjson
 from compaction import names
 from compaction.intent import parse_intent
 from controller.convergence import ConvergenceState
-from localcluster import scrape
-from localcluster.audit import AuditLog, evictions, pod_creations
-from localcluster.background import DeschedulerLoop, LeaseWatch, Restarter
-from localcluster.chaos_scenario import LIMITS, compliant, deployment, policy_spec
-from localcluster.churn import Churn
-from localcluster.cluster import Cluster, NodeShape
-from localcluster.kube import ApiError, path, wait_for
-from localcluster.process import Process
-from localcluster.procstat import peak_rss_mib
-from localcluster.relay import Relay
-from localcluster.reliability import (
+from localcluster.chaos.audit import AuditLog, evictions, pod_creations
+from localcluster.chaos.background import DeschedulerLoop, LeaseWatch, Restarter
+from localcluster.chaos.churn import Churn
+from localcluster.chaos.relay import Relay
+from localcluster.chaos.reliability import (
     FaultReport,
     duplicate_evictions,
     failed_window,
@@ -45,13 +39,19 @@ from localcluster.reliability import (
     p99_ms,
     takeover,
 )
-from localcluster.stack import (
+from localcluster.chaos.scenario import LIMITS, compliant, deployment, policy_spec
+from localcluster.chaos.timeline import PodTimeline
+from localcluster.cluster import scrape
+from localcluster.cluster.control_plane import Cluster, NodeShape
+from localcluster.cluster.kube import ApiError, path, wait_for
+from localcluster.cluster.process import Process
+from localcluster.cluster.procstat import peak_rss_mib
+from localcluster.cluster.stack import (
     LOCAL_WEBHOOK,
     CompactorStack,
     RunningController,
     wait_webhook_ready,
 )
-from localcluster.timeline import PodTimeline
 
 POLICY_API = f"apis/{names.API_VERSION}"
 WEBHOOK_OFF = {"chaos.compactor.test/admission": "off"}

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from localcluster.process import free_port
+from localcluster.cluster.process import free_port
 
 _CHUNK = 64 * 1024
 

@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from localcluster.audit import AuditEvent
-from localcluster.timeline import PodState
+from localcluster.chaos.audit import AuditEvent
+from localcluster.chaos.timeline import PodState
 
 
 @dataclass(frozen=True)

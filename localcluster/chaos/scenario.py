@@ -6,7 +6,7 @@ from typing import Any
 
 from compaction import names
 from compaction.intent import Intent, parse_intent
-from localcluster.reliability import Limits
+from localcluster.chaos.reliability import Limits
 
 LIMITS = Limits(per_node=2, per_namespace=2, total=2)
 PAUSE = "registry.k8s.io/pause:3.10"

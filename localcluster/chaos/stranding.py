@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 
 from compaction import names
-from localcluster.kube import ApiError, Kube, path
+from localcluster.cluster.kube import ApiError, Kube, path
 
 
 class Stranding:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from localcluster.kube import ApiError, Credentials, Kube, Obj, path
+from localcluster.cluster.kube import ApiError, Credentials, Kube, Obj, path
 
 
 @dataclass(frozen=True)

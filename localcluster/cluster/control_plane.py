@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import yaml
 
-from localcluster import pki
-from localcluster.kube import Credentials, Kube, path
-from localcluster.process import Process, StartupError, free_port
+from localcluster.cluster import pki
+from localcluster.cluster.kube import Credentials, Kube, path
+from localcluster.cluster.process import Process, StartupError, free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SERVICE_CIDR = "10.0.0.0/24"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 MANUAL_STATUS = "compactor.test/kwok-status"

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import yaml
 
-from localcluster.process import Process, free_port
+from localcluster.cluster.process import Process, free_port
 
 
 @dataclass(frozen=True)

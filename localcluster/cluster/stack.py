@@ -20,10 +20,10 @@ import httpx
 import yaml
 
 from compaction import kinds, names
-from localcluster import scrape
-from localcluster.cluster import MANUAL_STATUS, ROOT, Cluster
-from localcluster.kube import Kube, path, wait_for
-from localcluster.process import Process, free_port
+from localcluster.cluster import scrape
+from localcluster.cluster.control_plane import MANUAL_STATUS, ROOT, Cluster
+from localcluster.cluster.kube import Kube, path, wait_for
+from localcluster.cluster.process import Process, free_port
 
 WEBHOOK_NAMESPACE_LABEL = "compactor-test-webhook"
 

@@ -14,14 +14,14 @@ import threading
 from pathlib import Path
 
 from localcluster import Cluster, ClusterConfig
-from localcluster.compaction_run import Outcome, run
-from localcluster.measure import cpu_millis, forecast_table, plot, repeats_table
-from localcluster.scenario import PROTECTED, small, spread_overrides, standard
-from localcluster.stack import start_local
+from localcluster.cluster.stack import start_local
+from localcluster.demo.compaction_run import Outcome, run
+from localcluster.demo.measure import cpu_millis, forecast_table, plot, repeats_table
+from localcluster.demo.scenario import PROTECTED, small, spread_overrides, standard
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m localcluster.demo", description=__doc__)
     parser.add_argument("--small", action="store_true", help="the 6-node scenario of the tests")
     parser.add_argument("--no-wait", action="store_true", help="stop after the report")
     parser.add_argument("--spread", action="store_true",

@@ -15,9 +15,10 @@ import yaml
 
 from compaction import names
 from compaction.packing import ffd_around, ffd_packing, lower_bound
-from localcluster.cluster import Cluster
-from localcluster.kube import Kube
-from localcluster.measure import (
+from localcluster.cluster.control_plane import Cluster
+from localcluster.cluster.kube import Kube
+from localcluster.cluster.stack import CompactorStack, DeschedulerRun
+from localcluster.demo.measure import (
     PodFact,
     Report,
     cpu_by_node,
@@ -26,8 +27,7 @@ from localcluster.measure import (
     nodes_with,
     snapshot,
 )
-from localcluster.scenario import Scenario, apply_policy, create, settled
-from localcluster.stack import CompactorStack, DeschedulerRun
+from localcluster.demo.scenario import Scenario, apply_policy, create, settled
 
 
 @dataclass

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localcluster.cluster import ROOT
-from localcluster.prometheus import Prometheus, Series
+from localcluster.cluster.control_plane import ROOT
+from localcluster.cluster.prometheus import Prometheus, Series
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "compactor.json"
 _LEGEND = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

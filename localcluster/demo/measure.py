@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compaction import names
-from localcluster.kube import Kube, path
-from localcluster.scenario import MANAGED_NAMESPACES, PROTECTED
+from localcluster.cluster.kube import Kube, path
+from localcluster.demo.scenario import MANAGED_NAMESPACES, PROTECTED
 
 _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6,
           "G": 10**9}

@@ -1,4 +1,4 @@
-"""`python -m localcluster.observe`: the dashboard picture of docs/observability.md, from a
+"""`python -m localcluster.demo.observe`: the dashboard picture of docs/observability.md, from a
 real run.
 
 The 6-node compaction of the end-to-end test (webhook registered with the API server,
@@ -22,13 +22,13 @@ from typing import Any
 
 from compaction import names
 from localcluster import ApiError, Cluster, ClusterConfig, Kube
-from localcluster import dashboard as dash
-from localcluster.cluster import ROOT
-from localcluster.compaction_run import run
-from localcluster.kube import path, wait_for
-from localcluster.prometheus import Prometheus, Target
-from localcluster.scenario import small
-from localcluster.stack import start_local
+from localcluster.cluster.control_plane import ROOT
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.prometheus import Prometheus, Target
+from localcluster.cluster.stack import start_local
+from localcluster.demo import dashboard as dash
+from localcluster.demo.compaction_run import run
+from localcluster.demo.scenario import small
 
 OUT = ROOT / "deploy" / "grafana" / "compactor.png"
 PAUSE = "registry.k8s.io/pause:3.10"

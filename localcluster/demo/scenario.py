@@ -11,8 +11,8 @@ from typing import Any
 
 from compaction import names
 from compaction.policy import policy_id
-from localcluster.cluster import Cluster, NodeShape
-from localcluster.kube import Kube, path, wait_for
+from localcluster.cluster.control_plane import Cluster, NodeShape
+from localcluster.cluster.kube import Kube, path, wait_for
 
 PAUSE = "registry.k8s.io/pause:3.10"
 POLICY = "compact-production"

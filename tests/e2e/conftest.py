@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster import Cluster, ClusterConfig, Kube
-from localcluster.stack import CompactorStack
+from localcluster.cluster.stack import CompactorStack
 
 
 @pytest.fixture(scope="module")

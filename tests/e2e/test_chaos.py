@@ -1,7 +1,7 @@
 """A reduced `make chaos`: the whole stack on a cluster of its own, Deployments scaled all the
 time, then the active controller killed in the middle of the runtime hook's evictions and the
 API server restarted. What each cost is counted from the API server's audit log and the
-harness's own Pod watch (localcluster/reliability.py), and must be nothing: no creation
+harness's own Pod watch (localcluster/chaos/reliability.py), and must be nothing: no creation
 failed, no eviction twice, none past a limit, no suppression state lost, convergence within
 the bound, the standby leading within its Lease. Then the services' logs (at debug level)
 are searched for the secrets planted in the run.
@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from localcluster import faults
-from localcluster.chaos import LEASE_SECONDS, Chaos, ChaosConfig
-from localcluster.cluster import Cluster, ClusterConfig
-from localcluster.reliability import FaultReport, leaks, table
+from localcluster.chaos import faults
+from localcluster.chaos.harness import LEASE_SECONDS, Chaos, ChaosConfig
+from localcluster.chaos.reliability import FaultReport, leaks, table
+from localcluster.cluster.control_plane import Cluster, ClusterConfig
 
 CONFIG = ChaosConfig(churn_nodes=2, static_nodes=1, churned=2, low=1, high=4,
                      churn_interval=2.0, rollout_every=20.0, hook_workloads=2, hook_replicas=2,

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from localcluster import Cluster, Kube
-from localcluster.cluster import NodeShape
-from localcluster.compaction_run import Outcome, run
-from localcluster.kube import path, wait_for
-from localcluster.scenario import POLICY, standard
-from localcluster.stack import CompactorStack
+from localcluster.cluster.control_plane import NodeShape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.stack import CompactorStack
+from localcluster.demo.compaction_run import Outcome, run
+from localcluster.demo.scenario import POLICY, standard
 
 
 @pytest.fixture(scope="module")

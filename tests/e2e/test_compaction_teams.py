@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from localcluster import Cluster, Kube
-from localcluster.compaction_run import Outcome, run
-from localcluster.scenario import three_teams
-from localcluster.stack import CompactorStack
+from localcluster.cluster.stack import CompactorStack
+from localcluster.demo.compaction_run import Outcome, run
+from localcluster.demo.scenario import three_teams
 from tests.e2e.test_compaction import assert_planned_evictions, assert_within_limits
 
 

@@ -17,11 +17,11 @@ import pytest
 
 from compaction import names
 from localcluster import Cluster, Kube
-from localcluster.cluster import NodeShape
-from localcluster.kube import path, wait_for
-from localcluster.process import Process
-from localcluster.stack import SCHEDULER_DOWN_AFTER, CompactorStack, stranded_bound
-from localcluster.stranding import Stranding
+from localcluster.chaos.stranding import Stranding
+from localcluster.cluster.control_plane import NodeShape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import Process
+from localcluster.cluster.stack import SCHEDULER_DOWN_AFTER, CompactorStack, stranded_bound
 
 NS = "shop"
 POLICY = "outage"

@@ -17,9 +17,9 @@ import yaml
 from controller.api import Api
 from controller.reconciler import Reconciler
 from localcluster import Cluster, ClusterConfig, Kube
-from localcluster.cluster import ROOT
-from localcluster.kube import path, wait_for
-from localcluster.stack import WEBHOOK_NAMESPACE_LABEL, RunningWebhook, run_webhook
+from localcluster.cluster.control_plane import ROOT
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.stack import WEBHOOK_NAMESPACE_LABEL, RunningWebhook, run_webhook
 from tests.integration.helpers import HARNESS_PLAN
 
 

@@ -1,5 +1,5 @@
 """Shared pieces of integration tests: small manifests and waits. The webhook process and
-RBAC helpers live in localcluster.stack, which the demo uses too."""
+RBAC helpers live in localcluster.cluster.stack, which the demo uses too."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import yaml
 from controller.plan import PlanSettings
 from controller.pod_runtime import RuntimeSettings
 from localcluster import ApiError, Cluster, Kube
-from localcluster.cluster import MANUAL_STATUS, ROOT
-from localcluster.kube import path, wait_for
-from localcluster.process import free_port
-from localcluster.stack import (
+from localcluster.cluster.control_plane import MANUAL_STATUS, ROOT
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import free_port
+from localcluster.cluster.stack import (
     WEBHOOK_NAMESPACE_LABEL,
     RunningWebhook,
     apply_file,

@@ -7,7 +7,7 @@ import subprocess
 
 import yaml
 
-from localcluster.cluster import tools_bin
+from localcluster.cluster.control_plane import tools_bin
 from tests.integration.helpers import ROOT
 
 RULES = ROOT / "deploy" / "prometheus"

@@ -19,7 +19,7 @@ from controller.reconciler import Reconciler
 from controller.sources import sources
 from controller.workloads import list_path
 from localcluster import Cluster, Kube
-from localcluster.kube import path
+from localcluster.cluster.kube import path
 from tests.integration.conftest import Policies
 from tests.integration.helpers import HARNESS_PLAN, deployment
 

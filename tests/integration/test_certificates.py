@@ -26,7 +26,7 @@ from certs.rotation import Lifetimes, Names
 from compaction.intent import Intent
 from controller.api import Api
 from localcluster import ApiError, Cluster, Kube
-from localcluster.kube import path, wait_for
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.helpers import (
     WEBHOOK_NAMESPACE_LABEL,
     AheadClock,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from localcluster import ApiError, Cluster, Kube
-from localcluster.kube import path, wait_for
-from localcluster.process import free_port
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import free_port
 from tests.integration.helpers import deployment, gone, running_pods
 
 

@@ -20,9 +20,9 @@ from controller.api import Api
 from controller.reconciler import Reconciler
 from controller.settings import load
 from localcluster import Cluster, Kube
-from localcluster.cluster import NodeShape
-from localcluster.kube import path, wait_for
-from localcluster.process import Process, free_port
+from localcluster.cluster.control_plane import NodeShape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import Process, free_port
 from tests.integration.helpers import (
     HARNESS_PLAN,
     ROOT,

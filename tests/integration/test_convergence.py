@@ -19,7 +19,7 @@ from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
 from controller.scheduler_objects import render_scheduler_config
 from localcluster import Cluster, Kube
-from localcluster.kube import path, wait_for
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.helpers import (
     HARNESS_PLAN,
     ROOT,

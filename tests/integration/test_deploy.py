@@ -21,9 +21,9 @@ import yaml
 
 from compaction.intent import parse_intent
 from localcluster import ApiError, Cluster, Kube
-from localcluster.kube import path, wait_for
-from localcluster.process import Process, free_port
-from localcluster.stack import service_account_token, token_kubeconfig
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import Process, free_port
+from localcluster.cluster.stack import service_account_token, token_kubeconfig
 from tests.integration.helpers import ROOT, deployment, running_pods
 from tests.unit.webhook_fakes import pod, review
 from webhook.review import OwnerRef

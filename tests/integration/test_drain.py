@@ -13,8 +13,8 @@ import yaml
 from controller.api import Api
 from controller.reconciler import Reconciler
 from localcluster import Cluster, Kube
-from localcluster.cluster import NodeShape
-from localcluster.kube import path, wait_for
+from localcluster.cluster.control_plane import NodeShape
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies
 from tests.integration.helpers import HARNESS_PLAN, descheduler_dry_run, pod_template, running_pods
 

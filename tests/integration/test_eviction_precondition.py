@@ -16,7 +16,7 @@ from controller.executor import Executor
 from controller.memory import Memory
 from controller.metrics import ControllerMetrics
 from localcluster import Cluster, Kube
-from localcluster.kube import path, wait_for
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.helpers import PAUSE, gone
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)

@@ -21,9 +21,9 @@ from controller.api import Api
 from controller.metrics import ControllerMetrics
 from controller.reconciler import Reconciler
 from localcluster import ApiError, Cluster, Kube
-from localcluster.cluster import MANUAL_STATUS, NodeShape
-from localcluster.kube import path, wait_for
-from localcluster.process import free_port
+from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import free_port
 from tests.integration.conftest import Policies
 from tests.integration.helpers import (
     HARNESS_PLAN,

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from localcluster import ApiError, Cluster, ClusterConfig, Kube
-from localcluster.cluster import tools_bin
-from localcluster.kube import path, wait_for
+from localcluster.cluster.control_plane import tools_bin
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.helpers import ROOT
 
 CHART = ROOT / "deploy" / "helm" / "compactor"

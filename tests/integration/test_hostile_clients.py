@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from localcluster import Cluster, Kube
-from localcluster.hostile import HostileLoad, admissions, client_context
-from localcluster.kube import path
+from localcluster.chaos.hostile import HostileLoad, admissions, client_context
+from localcluster.cluster.kube import path
 from tests.integration.helpers import start_webhook_process
 from tests.unit.webhook_fakes import pod, review
 from webhook.review import OwnerRef

@@ -17,7 +17,7 @@ import pytest
 from compaction.intent import parse_intent
 from controller.reconciler import Reconciler
 from localcluster import Kube
-from localcluster.kube import path, wait_for
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies
 from tests.integration.helpers import (
     deployment,

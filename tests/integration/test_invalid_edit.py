@@ -10,7 +10,7 @@ from compaction import names
 from controller.api import Api
 from controller.reconciler import Reconciler
 from localcluster import ApiError, Cluster, Kube
-from localcluster.kube import path, wait_for
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies
 from tests.integration.helpers import HARNESS_PLAN, an_older_crd, deployment
 

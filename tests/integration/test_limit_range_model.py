@@ -13,7 +13,7 @@ import pytest
 from compaction.limit_range import Container, parse_limit_range, violations
 from compaction.quantity import parse_quantity
 from localcluster import ApiError, Kube
-from localcluster.kube import path
+from localcluster.cluster.kube import path
 
 RATIO_4 = [{"type": "Pod", "maxLimitRequestRatio": {"cpu": "4"}}]
 MAX_1GI = [{"type": "Pod", "max": {"memory": "1Gi"}}]

@@ -38,13 +38,14 @@ import yaml
 
 from certs.certificate import read
 from compaction.intent import Intent, parse_intent
-from localcluster import Cluster, Kube, scrape
-from localcluster import dashboard as dash
-from localcluster.kube import path, wait_for
-from localcluster.observe import deny_controller_updates, garbled_deployment, remove_denial
-from localcluster.process import Process, free_port
-from localcluster.prometheus import Prometheus, Series, Target
-from localcluster.stack import CompactorStack, service_account_token, token_kubeconfig
+from localcluster import Cluster, Kube
+from localcluster.cluster import scrape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import Process, free_port
+from localcluster.cluster.prometheus import Prometheus, Series, Target
+from localcluster.cluster.stack import CompactorStack, service_account_token, token_kubeconfig
+from localcluster.demo import dashboard as dash
+from localcluster.demo.observe import deny_controller_updates, garbled_deployment, remove_denial
 from tests.integration.helpers import ROOT, admitted_by_an_older_crd, deployment
 from tests.metric_tables import DocumentedMetric, documented_metrics
 from tests.unit.webhook_fakes import pod, review

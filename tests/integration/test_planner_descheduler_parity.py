@@ -20,8 +20,8 @@ from controller.pod_runtime import RuntimeSettings
 from controller.reconciler import Reconciler
 from controller.snapshot import PodInfo, Snapshot
 from localcluster import ApiError, Cluster, Kube
-from localcluster.cluster import MANUAL_STATUS, NodeShape
-from localcluster.kube import path, wait_for
+from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies
 from tests.integration.helpers import descheduler_dry_run, hold_running, pod_template
 

@@ -13,7 +13,7 @@ import yaml
 
 from compaction.validation import parse_policy, validate_policy
 from localcluster import ApiError, Kube
-from localcluster.kube import path, wait_for
+from localcluster.cluster.kube import path, wait_for
 from tests.reference import reference_policies
 
 CRD = Path(__file__).parents[2] / "deploy" / "crds" / "compactor.dev_clustercompactionpolicies.yaml"

@@ -12,7 +12,7 @@ import pytest
 from compaction.cron import FIELDS, MAX_LENGTH, cron_problems
 from compaction.validation import validate_policy
 from localcluster import ApiError, Kube
-from localcluster.kube import path
+from localcluster.cluster.kube import path
 from tests.cron_rules import sample_schedules
 
 API = "apis/compactor.dev/v1alpha1"

@@ -23,8 +23,8 @@ from compaction.validation import parse_policy
 from controller.descheduler import POLICY_KEY, render_descheduler_policy
 from controller.reconciler import Reconciler
 from localcluster import ApiError, Cluster, Kube
-from localcluster.cluster import NodeShape
-from localcluster.kube import path, wait_for
+from localcluster.cluster.control_plane import NodeShape
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import POLICY_API, Policies
 from tests.integration.helpers import (
     WEBHOOK_NAMESPACE_LABEL,

@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from localcluster import Cluster, Kube
-from localcluster.cluster import ROOT
-from localcluster.kube import path, wait_for
-from localcluster.process import free_port
-from localcluster.stack import service_account_token, token_kubeconfig
+from localcluster.cluster.control_plane import ROOT
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import free_port
+from localcluster.cluster.stack import service_account_token, token_kubeconfig
 from tests.integration.conftest import Policies
 
 PLUGIN = str(Path(sys.executable).parent / "kubectl-compactor")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from localcluster import Kube
-from localcluster.kube import path
+from localcluster.cluster.kube import path
 
 API = "apis/compactor.dev/v1alpha1"
 TABLE = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}

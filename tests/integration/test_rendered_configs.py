@@ -16,9 +16,9 @@ from compaction.validation import parse_policy
 from controller.descheduler import render_descheduler_policy
 from controller.scheduler_objects import render_scheduler_config
 from localcluster import Cluster, Kube
-from localcluster.cluster import NodeShape
-from localcluster.kube import path, wait_for
-from localcluster.process import free_port
+from localcluster.cluster.control_plane import NodeShape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import free_port
 from tests.integration.helpers import (
     descheduler_dry_run,
     pod_template,

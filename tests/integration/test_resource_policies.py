@@ -17,7 +17,7 @@ from compaction import names
 from compaction.resource_plan import parse_resource_plan
 from controller.reconciler import Reconciler
 from localcluster import ApiError, Kube
-from localcluster.kube import path, wait_for
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import POLICY_API, Policies
 from tests.integration.helpers import (
     owner_ref,

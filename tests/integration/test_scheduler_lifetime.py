@@ -16,9 +16,9 @@ import yaml
 from compaction import names
 from controller.reconciler import Reconciler
 from localcluster import Cluster, Kube
-from localcluster.cluster import NodeShape
-from localcluster.kube import path, wait_for
-from localcluster.process import Process
+from localcluster.cluster.control_plane import NodeShape
+from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.process import Process
 from tests.integration.conftest import Policies
 from tests.integration.helpers import clear_waiting_on_compaction_scheduler
 

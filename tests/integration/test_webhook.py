@@ -12,8 +12,9 @@ import orjson
 import pytest
 
 from compaction.intent import Intent
-from localcluster import Cluster, Kube, scrape
-from localcluster.kube import path, wait_for
+from localcluster import Cluster, Kube
+from localcluster.cluster import scrape
+from localcluster.cluster.kube import path, wait_for
 from tests.integration.helpers import (
     WEBHOOK_NAMESPACE_LABEL,
     RunningWebhook,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from localcluster import bench_e2e
-from localcluster.bench_e2e import MIX, exponent, scenario
+from localcluster.bench import e2e as bench_e2e
+from localcluster.bench.e2e import MIX, exponent, scenario
 
 
 @pytest.mark.parametrize("nodes", [100, 300, 500])

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from localcluster import compaction_scale
-from localcluster.scenario import standard
+from localcluster.bench import compaction_scale
+from localcluster.demo.scenario import standard
 from tests.unit.test_measure_repeats import BASE
 
 

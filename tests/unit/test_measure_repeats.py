@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from localcluster.measure import Report, repeats_table
+from localcluster.demo.measure import Report, repeats_table
 
 BASE = Report(nodes_before=12, nodes_after=7, in_use_before=12, in_use_after=7,
               ffd_around_blockers=7, ffd_packing=6, lower_bound=5, runtime_evictions=25,

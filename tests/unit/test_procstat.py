@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from localcluster.procstat import peak_rss_mib, rss_mib
+from localcluster.cluster.procstat import peak_rss_mib, rss_mib
 
 
 def test_the_resident_set_is_read_now_and_at_its_peak() -> None:

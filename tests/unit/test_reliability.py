@@ -9,9 +9,8 @@ import datetime
 import orjson
 import pytest
 
-from localcluster import scrape
-from localcluster.audit import AuditEvent, evictions, parse, pod_creations
-from localcluster.reliability import (
+from localcluster.chaos.audit import AuditEvent, evictions, parse, pod_creations
+from localcluster.chaos.reliability import (
     DeschedulerRun,
     Limits,
     duplicate_evictions,
@@ -21,7 +20,8 @@ from localcluster.reliability import (
     over_limits,
     takeover,
 )
-from localcluster.timeline import PodState
+from localcluster.chaos.timeline import PodState
+from localcluster.cluster import scrape
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 
