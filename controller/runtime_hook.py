@@ -28,6 +28,7 @@ from controller.convergence import (
 )
 from controller.events import workload_event
 from controller.memory import Memory
+from controller.objects import format_time
 from controller.snapshot import PodInfo
 from controller.workloads import WorkloadObject
 
@@ -104,7 +105,7 @@ def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
         event = workload_event(workload, "CompactionSuppressed", (
             f"replacements came back non-compliant {d.loop_detection_threshold} times "
             f"with the same state (fingerprint {looping[0]}); runtime replacement and "
-            f"descheduler eviction paused until {until:%Y-%m-%dT%H:%M:%SZ}"), "Warning")
+            f"descheduler eviction paused until {format_time(until)}"), "Warning")
         return HookDecision((_save(workload, replace(state, suppressed_until=until),
                                    suppressed=True, then=(event,)),),
                             suppressed=True, newly_suppressed=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from controller.objects import format_time
 from controller.snapshot import OwnObject
 
 DOWN_AFTER: Final = datetime.timedelta(seconds=30)
@@ -49,7 +50,7 @@ class SchedulerHealth:
         return self.routing not in FALLBACK
 
     def message(self, recovery: datetime.timedelta) -> str:
-        at = f" since {self.since:%Y-%m-%dT%H:%M:%SZ}" if self.since else ""
+        at = f" since {format_time(self.since)}" if self.since else ""
         return {
             Routing.AVAILABLE: "compactor-scheduler is running",
             Routing.STARTING: "waiting for the compactor-scheduler Deployment to be "
