@@ -81,6 +81,4 @@ def _node_and_policy(policy: Policy, node: str, uids: Mapping[str, str], reason:
     return [cluster_event("Node", node, uids.get(node, ""), reason,
                           f"policy {policy.key}: {message}", kind, key),
             namespaced_event(policy.kind, policy.namespace, policy.name, policy.uid, reason,
-                             about_policy, kind, policy_key) if policy.namespace else
-            cluster_event(policy.kind, policy.name, policy.uid, reason, about_policy, kind,
-                          policy_key)]
+                             about_policy, kind, policy_key)]

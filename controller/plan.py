@@ -43,7 +43,7 @@ from controller.actions import (
 )
 from controller.convergence import awaits_replacement
 from controller.drains import DRAIN_TIMEOUT, DrainPlan, Member
-from controller.events import cluster_event, namespaced_event, workload_event
+from controller.events import namespaced_event, workload_event
 from controller.memory import Memory
 from controller.node_taints import plan_taints
 from controller.objects import format_time
@@ -209,8 +209,8 @@ def _stranded(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Member
     count = 0
     for pod in pods:
         m = members.get(pod.key)
-        if (m is None or pod.scheduler_name != names.MANAGED_SCHEDULER or pod.node_name
-                or pod.deleting or pod.phase not in ("", "Pending") or pod.created is None
+        if (m is None or pod.scheduler_name != names.MANAGED_SCHEDULER or not pod.unbound
+                or pod.created is None
                 or now - pod.created < settings.stranded_after
                 or m.workload.view.kind not in EVICTABLE_KINDS):
             continue
@@ -415,8 +415,7 @@ def _own(snapshot: Snapshot) -> dict[tuple[str, str], OwnObject]:
 def _waiting_on_scheduler(pods: Iterable[PodInfo]) -> int:
     """Unbound Pods that name the compaction scheduler: a Pod's ``schedulerName`` never
     changes, so no other scheduler will ever bind them."""
-    return sum(1 for p in pods if p.scheduler_name == names.MANAGED_SCHEDULER
-               and not p.node_name and not p.deleting and p.phase in ("", "Pending"))
+    return sum(1 for p in pods if p.scheduler_name == names.MANAGED_SCHEDULER and p.unbound)
 
 
 def _scheduler(active: list[Policy], snapshot: Snapshot, settings: PlanSettings,
@@ -549,11 +548,8 @@ def _kept_event(obj: PolicyObject, message: str, memory: Memory, now: datetime.d
     if memory.recently(key, now):
         return
     text = f"spec of generation {obj.generation} is invalid: {message}"
-    out.actions.append(
-        namespaced_event(obj.kind, obj.namespace, obj.name, obj.uid, "InvalidSpecIgnored",
-                         text, "Warning", key) if obj.namespace else
-        cluster_event(obj.kind, obj.name, obj.uid, "InvalidSpecIgnored", text, "Warning",
-                      key))
+    out.actions.append(namespaced_event(obj.kind, obj.namespace, obj.name, obj.uid,
+                                        "InvalidSpecIgnored", text, "Warning", key))
 
 
 def _evaluation(present: EvaluationObject | None, settings: PlanSettings,

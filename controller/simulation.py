@@ -136,7 +136,7 @@ class Cluster:
                     for r, amount in least.items():
                         if (other := needs.get(r, 0)) < amount:
                             least[r] = other
-            elif not pod.node_name and not pod.deleting and pod.phase in ("", "Pending"):
+            elif pod.unbound:
                 pending.append(pod)
         for node in self.nodes.values():
             node.rescore()  # once per node, not once per Pod

@@ -67,6 +67,11 @@ class PodInfo:
         return names.MIRROR_ANNOTATION in self.annotations
 
     @property
+    def unbound(self) -> bool:
+        """Waiting for a scheduler to bind it: no node yet, not deleting, not finished."""
+        return not self.node_name and not self.deleting and self.phase in ("", "Pending")
+
+    @property
     def occupies(self) -> bool:
         """Bound and not finished: it holds its requests on its node."""
         return bool(self.node_name) and self.phase not in ("Succeeded", "Failed")
