@@ -16,9 +16,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## tools: build (once) the control plane, kwok, descheduler, helm, prometheus and promtool
+## tools: build (once) the control plane, kwok, descheduler, helm, prometheus and promtool,
+## and the real node (kubelet, containerd, runc, CNI plugins)
 tools:
 	@bash tools/build.sh >/dev/null
+	@bash tools/build-node.sh >/dev/null
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
