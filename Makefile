@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo venv tools lint typecheck unit integration e2e bench bench-e2e bench-peers chaos clean
+.PHONY: test demo venv tools images lint typecheck unit integration e2e bench bench-e2e bench-peers chaos clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -22,6 +22,11 @@ tools:
 	@bash tools/build.sh >/dev/null
 	@bash tools/build-node.sh >/dev/null
 
+## images: build (once per source tree) the images the real node runs, as docker-archives:
+## Compactor's from the Dockerfile on a debootstrap base, kube-scheduler, descheduler, pause
+images: tools
+	@bash tools/build-images.sh >/dev/null
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
@@ -32,14 +37,14 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
-integration: $(STAMP) tools
+integration: $(STAMP) tools images
 	$(BIN)/pytest tests/integration
 
-e2e: $(STAMP) tools
+e2e: $(STAMP) tools images
 	$(BIN)/pytest tests/e2e
 
 ## test: install what is needed, then ruff, import contracts, mypy and the whole suite
-test: $(STAMP) tools lint typecheck
+test: $(STAMP) tools images lint typecheck
 	$(BIN)/pytest
 
 ## demo: start the embedded local cluster and keep it up until Ctrl-C
