@@ -60,6 +60,12 @@ class ClusterConfig:
     start_timeout: float = 90.0
     audit: bool = False  # write AUDIT_POLICY's events to logs/audit.log
     apiserver_flags: tuple[str, ...] = ()
+    # Loopback and a free port unless told otherwise: a real node's cluster (in a network
+    # namespace of its own) binds every address on 443, the `kubernetes` Service's port,
+    # and advertises its bridge address, so Pods reach the API server at the Service IP.
+    api_port: int | None = None
+    bind_address: str = "127.0.0.1"
+    advertise_address: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,7 @@ class Cluster:
         self.dir = config.workdir
         self.bin = config.bin_dir
         self.processes: list[Process] = []
-        self.api_port = free_port()
+        self.api_port = config.api_port or free_port()
         self.server = f"https://127.0.0.1:{self.api_port}"
         self.pki = self.dir / "pki"
         self.kubeconfig = self.dir / "kubeconfig"
@@ -143,7 +149,7 @@ class Cluster:
         ca.serving(
             ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
              "kubernetes.default.svc.cluster.local"],
-            ["127.0.0.1", "10.0.0.1"],
+            sorted({"127.0.0.1", "10.0.0.1", self.config.advertise_address}),
         ).write(self.pki, "apiserver")
         ca.client("compactor-admin", ["system:masters"]).write(self.pki, "admin")
         ca.client("front-proxy-client", []).write(self.pki, "front-proxy")
@@ -197,7 +203,8 @@ class Cluster:
         proc = self._spawn(
             "kube-apiserver", str(self.bin / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--bind-address={self.config.bind_address}",
+            f"--advertise-address={self.config.advertise_address}",
             f"--secure-port={self.api_port}",
             f"--tls-cert-file={p / 'apiserver.crt'}",
             f"--tls-private-key-file={p / 'apiserver.key'}",
