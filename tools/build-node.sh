@@ -40,6 +40,19 @@ if ! command -v gcc >/dev/null 2>&1; then
   echo "error: runc needs cgo: install a C compiler (gcc) and the C library headers" >&2
   exit 2
 fi
+# runc with seccomp: the kubelet asks for RuntimeDefault on every Pod sandbox, which a runc
+# built without it refuses ("seccomp not supported"). libseccomp's headers are a Debian package.
+if [[ ! -f /usr/include/seccomp.h ]]; then
+  if [[ $EUID == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing libseccomp-dev from Debian's packages (runc links it)" >&2
+    apt-get install -y -q --no-install-recommends libseccomp-dev >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 || true; apt-get install -y -q --no-install-recommends libseccomp-dev >/dev/null 2>&1; } ||
+      { echo "error: apt-get cannot install libseccomp-dev, which runc needs" >&2; exit 2; }
+  else
+    echo "error: runc needs libseccomp's headers: install libseccomp-dev (or your system's equivalent)" >&2
+    exit 2
+  fi
+fi
 if ! go list -m -versions "github.com/containerd/containerd/v2" >/dev/null 2>&1; then
   echo "error: the Go module proxy ($(go env GOPROXY)) cannot be reached; cannot build the node" >&2
   exit 2
@@ -96,10 +109,10 @@ for c in containerd ctr containerd-shim-runc-v2; do
     "$cver" no_btrfs
 done
 
-# runc needs cgo (libcontainer/nsenter is C); without the seccomp tag it needs no libseccomp.
+# runc needs cgo (libcontainer/nsenter is C) and, with the seccomp tag, libseccomp.
 module runc "require github.com/opencontainers/runc $RUNC_VERSION"
 build runc "github.com/opencontainers/runc@$RUNC_VERSION" "$bin/runc" \
-  "-X main.version=${RUNC_VERSION#v}" "" 1
+  "-X main.version=${RUNC_VERSION#v}" seccomp 1
 
 module cni "require github.com/containernetworking/plugins $CNI_PLUGINS_VERSION"
 for p in main/bridge ipam/host-local main/loopback; do
