@@ -1,7 +1,8 @@
 """``kubectl compactor plan`` against the real API server: the installed console script, run
 with a ServiceAccount that has exactly the ``compactor-preview`` ClusterRole (get and list
 only, so it can write nothing), on a small spread cluster where Compactor was never
-installed (its CRDs need not exist), with a policy from ``-f``."""
+installed (its CRDs need not exist), with a policy from ``-f``; Pods the simulation does
+not judge are reported as such, and their nodes never freed."""
 
 from __future__ import annotations
 
@@ -200,3 +201,81 @@ def test_without_files_the_clusters_own_policies_are_judged(
     report = yaml.safe_load(done.stdout)
     assert name in report["policies"]
     assert len([f for f in report["freeable"] if f["node"] in spread.nodes]) == 2
+
+
+def _pinned(name: str, namespace: str, node: str, tag: str, **spec: Any) -> dict[str, Any]:
+    """A Deployment of one small replica on ``node``, with ``spec`` added to its Pod's."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels}, "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "tolerations": [{"key": "preview", "operator": "Equal", "value": tag,
+                                 "effect": "NoSchedule"}],
+                "containers": [{"name": "app", "image": PAUSE, "resources": {
+                    "requests": {"cpu": "100m", "memory": "64Mi"}}}],
+                **spec}}}}
+
+
+def test_pods_the_simulation_does_not_judge_are_reported_and_hold_their_nodes(
+        spread: Spread, kube: Kube, namespace: str) -> None:
+    """One Pod with required pod affinity (to the web replica on its node), one with a
+    DoNotSchedule topology spread: both are named with their reason, in text and JSON, and
+    the preview guesses no move for their nodes; the third node is still freed."""
+    paired, zoned, free = spread.nodes
+    deployments = {
+        "paired": _pinned("paired", namespace, paired, namespace, affinity={"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "web"}},
+                "topologyKey": "kubernetes.io/hostname"}]}}),
+        "zoned": _pinned("zoned", namespace, zoned, namespace, topologySpreadConstraints=[{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "zoned"}}}]),
+    }
+    for body in deployments.values():
+        kube.create(path("deployments", namespace), body)
+
+    def placed() -> dict[str, str] | None:
+        on = {}
+        for name in deployments:
+            pods = [p for p in kube.items(path("pods", namespace), f"app={name}")
+                    if p["status"].get("phase") == "Running"]
+            if len(pods) != 1:
+                return None
+            on[name] = f"{namespace}/{pods[0]['metadata']['name']}"
+        return on
+    pods = wait_for("the two constrained Pods running", placed)
+    try:
+        done = _run("plan", "-f", str(spread.policy_file), "--kubeconfig",
+                    str(spread.kubeconfig), "-o", "json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        ours = [u for u in report["unsimulated"] if u["pod"].startswith(f"{namespace}/")]
+        assert sorted(ours, key=lambda u: u["node"]) == sorted([
+            {"pod": pods["paired"], "node": paired, "reason": "required pod affinity"},
+            {"pod": pods["zoned"], "node": zoned,
+             "reason": "topology spread on kubernetes.io/hostname (DoNotSchedule)"},
+        ], key=lambda u: u["node"]), report["unsimulated"]
+        freed = [f["node"] for f in report["freeable"]]
+        assert paired not in freed and zoned not in freed, report["freeable"]
+        for node in (paired, zoned):
+            assert "not_simulated" in [r["code"] for r in report["stays"][node]], \
+                report["stays"][node]
+        assert freed == [free], report  # its web replica fits beside the others
+        held = {h["code"]: h["nodes"] for h in report["heldBy"]}
+        assert {paired, zoned} <= set(held["not_simulated"])
+
+        text = _run("plan", "-f", str(spread.policy_file), "--kubeconfig",
+                    str(spread.kubeconfig))
+        assert text.returncode == 0, text.stderr
+        assert "held by: pod the simulation does not judge (not_simulated)" in text.stdout
+        assert f"  {pods['paired']} on {paired}: required pod affinity" in text.stdout
+        assert (f"  {pods['zoned']} on {zoned}: topology spread on kubernetes.io/hostname "
+                "(DoNotSchedule)") in text.stdout
+        assert "Not simulated: " in text.stdout
+    finally:
+        for name in deployments:
+            kube.delete(path("deployments", namespace, name))
