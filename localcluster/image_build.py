@@ -87,12 +87,13 @@ def context_files(root: Path, sources: Iterable[str], patterns: Sequence[str]) -
 
 
 def context_key(root: Path, dockerfile: str = "Dockerfile", extra: str = "") -> str:
-    """A sha256 of the Dockerfile, the files it copies (path, exec bit, content) and extra."""
+    """A sha256 of the Dockerfile, .dockerignore, the files the Dockerfile copies (path, exec
+    bit, content) and extra."""
     text = (root / dockerfile).read_text()
     ignore = root / ".dockerignore"
     patterns = ignore_patterns(ignore.read_text()) if ignore.is_file() else []
     digest = hashlib.sha256()
-    for chunk in (dockerfile, text, extra):
+    for chunk in (dockerfile, text, ignore.read_text() if ignore.is_file() else "", extra):
         digest.update(chunk.encode() + b"\0")
     for rel in context_files(root, copied_sources(text), patterns):
         path = root / rel

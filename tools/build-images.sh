@@ -53,6 +53,19 @@ command -v python3 >/dev/null || fail "python3 is needed (the context key)"
 bah() { buildah --root "$cache/storage" --runroot "$cache/run" --storage-driver overlay "$@"; }
 has_image() { bah inspect --type image "$1" >/dev/null 2>&1; }
 export BUILDAH_ISOLATION=chroot
+check_run() { # check_run <image> <user> <command...>: runs it in the image, or fails the build
+  local image="$1" user="$2" c out
+  shift 2
+  c="$(bah from --pull-never "$image" 2>>"$log")" || fail "cannot open $image (log: $log)"
+  if ! out="$(bah run --isolation=chroot --user "$user" "$c" -- "$@" 2>&1)"; then
+    bah rm "$c" >/dev/null 2>&1 || true
+    bah rmi --force "$image" >/dev/null 2>&1 || true # so that the next run builds it again
+    echo "$out" >&2
+    fail "$image does not run \`$*\` as $user"
+  fi
+  bah rm "$c" >/dev/null 2>&1 || true
+  echo "    $* -> $(echo "$out" | tail -1)" >&2
+}
 
 sha() { sha256sum | cut -c1-16; }
 declare -A key tag file
@@ -116,6 +129,9 @@ if ! has_image "localhost/${tag[compactor]}" || [[ ! -f "$archives/${file[compac
     --tag "${tag[compactor]}" --file "$root/Dockerfile" "$root" >>"$log" 2>&1 ||
     { tail -30 "$log" >&2; fail "building Compactor's image failed (log: $log)"; }
   step "compactor (buildah bud)" "built in $((SECONDS - t0)) s"
+  # As the Deployments run it: the image's own user, both entry points on its PATH.
+  check_run "localhost/${tag[compactor]}" 65532:65532 sh -c \
+    'command -v compactor-webhook compactor-controller >/dev/null && python -c "import webhook, controller, certs, compaction; import os; print(\"imports as\", os.getuid())"'
 fi
 
 # --- kube-scheduler, descheduler, pause --------------------------------------------------------
@@ -174,6 +190,7 @@ scratch_image() {
     [[ -f "$archives/${file[$name]}" ]]; then
     return 0
   fi
+  local t0=$SECONDS
   ctx="$(mktemp -d "$cache/ctx.XXXXXX")"
   cp "$@" "$ctx/"
   mkdir -p "$ctx/tmp"
@@ -181,8 +198,16 @@ scratch_image() {
   bah bud --pull=never --isolation=chroot --tag "$ref" --file "$ctx/Containerfile" "$ctx" >>"$log" 2>&1 ||
     { rm -rf "$ctx"; tail -20 "$log" >&2; fail "building $ref failed (log: $log)"; }
   rm -rf "$ctx"
-  step "$name (FROM scratch)" "built"
+  step "$name (FROM scratch)" "built in $((SECONDS - t0)) s"
+  scratch_built=1
 }
+# The commands the controller renders must exist in the images: its Pods give them as `command`.
+rendered_command() { # rendered_command <file>: the first word of the container's command there
+  sed -n 's/.*"command": \["\([^"]*\)".*/\1/p' "$root/controller/$1" | head -1
+}
+sched_cmd="$(rendered_command scheduler_objects.py)"
+desched_cmd="$(rendered_command descheduler.py)"
+[[ -n "$sched_cmd" && -n "$desched_cmd" ]] || fail "cannot find the commands the controller renders"
 path_env='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 scratch_image kube-scheduler "registry.k8s.io/kube-scheduler:$KUBERNETES_VERSION" "FROM scratch
 $path_env
@@ -190,16 +215,28 @@ COPY --chmod=1777 tmp /tmp
 COPY --chmod=755 kube-scheduler /usr/local/bin/kube-scheduler
 COPY --chmod=755 go-runner-$KUBERNETES_STAGING_VERSION /go-runner
 ENTRYPOINT [\"/go-runner\"]" "$bin/kube-scheduler" "$runner"
+if [[ ${scratch_built:-0} == 1 ]]; then
+  check_run "${tag[kube-scheduler]}" 65532:65532 "$sched_cmd" --version
+  scratch_built=0
+fi
 # Upstream's descheduler image: FROM scratch, /bin/descheduler, USER 1000, CMD --help.
 scratch_image descheduler "registry.k8s.io/descheduler/descheduler:$DESCHEDULER_VERSION" "FROM scratch
 COPY --chmod=755 descheduler /bin/descheduler
 USER 1000
 CMD [\"/bin/descheduler\", \"--help\"]" "$bin/descheduler"
+if [[ ${scratch_built:-0} == 1 ]]; then
+  check_run "${tag[descheduler]}" 65532:65532 "$desched_cmd" version
+  scratch_built=0
+fi
 # Upstream's pause image: /pause as the entry point, USER 65535.
 scratch_image pause "registry.k8s.io/pause:$PAUSE_VERSION" "FROM scratch
 COPY --chmod=755 pause-$KUBERNETES_VERSION-$PAUSE_VERSION /pause
 USER 65535:65535
 ENTRYPOINT [\"/pause\"]" "$pause_bin"
+if [[ ${scratch_built:-0} == 1 ]]; then
+  check_run "${tag[pause]}" 65535:65535 /pause -v
+  scratch_built=0
+fi
 
 # --- archives ----------------------------------------------------------------------------------
 names=(compactor kube-scheduler descheduler pause)

@@ -62,6 +62,8 @@ def test_the_key_follows_what_reaches_the_image_and_nothing_else(tmp_path: Path)
     (root / "pkg" / "a.py").chmod(0o755)
     assert context_key(root) != changed
     (root / "pkg" / "a.py").chmod(0o644)
+    (root / ".dockerignore").write_text("**/__pycache__\n")
+    assert context_key(root) != changed
     (root / "Dockerfile").write_text("FROM base\nCOPY pkg ./pkg\nUSER 1\n")
     assert context_key(root) != changed
 
