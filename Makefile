@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo venv tools images lint typecheck unit integration e2e bench bench-e2e bench-peers chaos clean
+.PHONY: test demo venv tools images node lint typecheck unit integration e2e bench bench-e2e bench-peers chaos clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -46,6 +46,12 @@ e2e: $(STAMP) tools images
 ## test: install what is needed, then ruff, import contracts, mypy and the whole suite
 test: $(STAMP) tools images lint typecheck
 	$(BIN)/pytest
+	@$(MAKE) --no-print-directory node
+
+## node: the real node's tests (kubelet, containerd), inside a network namespace of their own
+node: $(STAMP) tools images
+	images="$$(bash tools/build-images.sh)" && \
+	  COMPACTOR_IMAGES_DIR="$$images" $(BIN)/python -m localcluster.node -- $(BIN)/pytest tests/node
 
 ## demo: start the embedded local cluster and keep it up until Ctrl-C
 demo: $(STAMP) tools

@@ -126,3 +126,15 @@ def remove_cgroup_root(cgroup_root: str, grace: float = 10.0) -> list[str]:
         except OSError as err:
             left.append(f"{top}: {err.strerror}")
     return left
+
+
+def container_pid(cgroup_root: str, container_id: str) -> int:
+    """The first process of a container on the node (found by its cgroup, which the kubelet's
+    cgroupfs layout names after the container's ID)."""
+    bare = container_id.split("://", 1)[-1]
+    for hierarchy in _hierarchies():
+        for procs in (hierarchy / cgroup_root.strip("/")).rglob(f"{bare}/cgroup.procs"):
+            pids = [int(p) for p in procs.read_text().split()]
+            if pids:
+                return min(pids)
+    raise LookupError(f"no process of container {bare} under {cgroup_root}")

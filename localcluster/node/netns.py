@@ -119,10 +119,12 @@ def require_isolated() -> None:
 def setup_inside() -> None:
     """In a fresh namespace: bring ``lo`` up (everything else is added by the harness), and
     give the private mount namespace a /run of its own, where containerd's shims put their
-    sockets and FIFOs whatever its configuration says."""
+    sockets and FIFOs whatever its configuration says, and a CNI cache of its own."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755,nosuid,nodev", "compactor-run",
-                    "/run"], check=True)
+    for where in ("/run", "/var/lib/cni"):  # the second: libcni's result cache
+        Path(where).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755,nosuid,nodev", "compactor-node",
+                        where], check=True)
 
 
 def unshare_argv(command: Sequence[str]) -> list[str]:
