@@ -16,16 +16,16 @@ import datetime
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 import yaml
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from controller import preview
-from controller.api import UNREACHABLE, Api, ApiError
+from controller.api import PAGE, UNREACHABLE, Api, ApiError, Page
 from controller.reader import Reader
 from controller.snapshot import Snapshot
 from controller.sources import (
@@ -94,10 +94,47 @@ def api_failure(e: ApiError, path: str, server: str) -> Failure:
                    f"{e.message[:300]}")
 
 
+class Progress:
+    """A line on a terminal while the cluster is listed (a large one takes seconds), rewritten
+    in place and erased at the end; nothing when ``stream`` is not a terminal, so that
+    ``-o json`` piped or redirected stays clean (the progress goes to stderr anyway)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.on = stream.isatty()
+        self.objects = 0
+        self._shown = 0
+
+    def listed(self, path: str, count: int) -> None:
+        self.objects += count
+        if self.on:
+            self._show(f"listing {_resource(path)}: {self.objects:,} objects read")
+
+    def _show(self, line: str) -> None:
+        self.stream.write("\r" + line.ljust(self._shown))
+        self.stream.flush()
+        self._shown = len(line)
+
+    def done(self) -> None:
+        if self.on and self._shown:
+            self.stream.write("\r" + " " * self._shown + "\r")
+            self.stream.flush()
+            self._shown = 0
+
+
 class _Tracking(Api):
-    """The API client, remembering the last path it asked for (to name it in an error)."""
+    """The API client, remembering the last path it asked for (to name it in an error), and
+    telling ``progress`` of every page it reads."""
 
     last_path = ""
+    progress: Progress | None = None
+
+    async def pages(self, path: str, label_selector: str | None = None,
+                    limit: int = PAGE) -> AsyncIterator[Page]:
+        async for items, version in super().pages(path, label_selector, limit):
+            if self.progress is not None:
+                self.progress.listed(path, len(items))
+            yield items, version
 
     async def request(self, method: str, path: str, body: Any = None,
                       content_type: str = "application/json",
@@ -131,13 +168,16 @@ async def _connect(kubeconfig: str | None, context: str | None) -> _Tracking:
 
 
 async def read_cluster(kubeconfig: str | None, context: str | None,
-                       cluster_policies: bool) -> Snapshot:
+                       cluster_policies: bool, progress: Progress | None = None) -> Snapshot:
     api = await _connect(kubeconfig, context)
+    api.progress = progress
     try:
         return await PreviewReader(api, cluster_policies).read()
     except ApiError as e:
         raise api_failure(e, api.last_path, str(api.client.configuration.host)) from e
     finally:
+        if progress is not None:
+            progress.done()
         await api.close()
 
 
@@ -238,7 +278,8 @@ def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
         chosen = policy_files(args.filename) if args.filename else None
         if chosen is not None and chosen.problems:
             raise Failure(*chosen.problems)
-        snapshot = asyncio.run(read_cluster(args.kubeconfig, args.context, chosen is None))
+        snapshot = asyncio.run(read_cluster(args.kubeconfig, args.context, chosen is None,
+                                            Progress(sys.stderr)))
         if chosen is None:
             chosen = preview.cluster_policies(snapshot)
             if chosen.problems:

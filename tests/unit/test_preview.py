@@ -6,6 +6,7 @@ own ``plan``."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import subprocess
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -279,11 +280,40 @@ def test_plot_without_matplotlib_says_so(tmp_path: Path,
     assert not file.exists()
 
 
-def _reads(snapshot: Snapshot) -> Callable[[str | None, str | None, bool],
-                                           Coroutine[Any, Any, Snapshot]]:
-    async def read(kubeconfig: str | None, context: str | None, policies: bool) -> Snapshot:
+def _reads(snapshot: Snapshot) -> Callable[..., Coroutine[Any, Any, Snapshot]]:
+    async def read(kubeconfig: str | None, context: str | None, policies: bool,
+                   progress: preview_cli.Progress | None = None) -> Snapshot:
         return snapshot
     return read
+
+
+class _Terminal(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_the_progress_line_is_rewritten_in_place_on_a_terminal_and_erased() -> None:
+    term = _Terminal(True)
+    progress = preview_cli.Progress(term)
+    progress.listed("/api/v1/nodes", 500)
+    progress.listed("/api/v1/pods", 500)
+    shown = term.getvalue()
+    assert shown.startswith("\rlisting nodes: 500 objects read")
+    assert "\rlisting pods: 1,000 objects read" in shown and "\n" not in shown
+    progress.done()
+    assert term.getvalue().endswith("\r" + " " * len("listing pods: 1,000 objects read") + "\r")
+
+
+def test_no_progress_line_off_a_terminal() -> None:
+    piped = _Terminal(False)
+    progress = preview_cli.Progress(piped)
+    progress.listed("/api/v1/pods", 500)
+    progress.done()
+    assert piped.getvalue() == "" and progress.objects == 500
 
 
 def test_the_report_module_does_no_io() -> None:
