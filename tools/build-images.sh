@@ -23,6 +23,9 @@ cache="${COMPACTOR_IMAGES_CACHE:-$root/.cache/images}"
 archives="$cache/archives"
 log="$cache/build.log"
 mkdir -p "$archives"
+# One build at a time per cache (the store, the archives and the out directory are shared).
+exec 9>"$cache/lock"
+flock 9
 : >"$log"
 
 fail() { echo "error: $*" >&2; exit 2; }
@@ -53,6 +56,7 @@ command -v python3 >/dev/null || fail "python3 is needed (the context key)"
 bah() { buildah --root "$cache/storage" --runroot "$cache/run" --storage-driver overlay "$@"; }
 has_image() { bah inspect --type image "$1" >/dev/null 2>&1; }
 export BUILDAH_ISOLATION=chroot
+bah rm --all >/dev/null 2>&1 || true # working containers an interrupted run left
 check_run() { # check_run <image> <user> <command...>: runs it in the image, or fails the build
   local image="$1" user="$2" c out
   shift 2
@@ -95,7 +99,9 @@ if ! has_image "$base_cached"; then
   mirror="$(cd "$root" && python3 -m localcluster.image_build mirror "$base_suite")" ||
     fail "no apt source for Debian $base_suite on this machine; debootstrap needs a mirror"
   tmp="$(mktemp -d "$cache/rootfs.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
+  # debootstrap mounts proc and sys in the target while it configures packages: an
+  # interrupted run leaves them, so unmount before removing.
+  trap 'awk -v t="$tmp/" "index(\$2, t) == 1 {print \$2}" /proc/mounts | sort -r | xargs -r umount -l; rm -rf "$tmp"' EXIT
   base_rootfs "$tmp/rootfs" "$mirror"
   ctr_id="$(bah from scratch)"
   mnt="$(bah mount "$ctr_id")"
