@@ -87,6 +87,7 @@ class NodeCluster:
                 f"--kubelet-client-certificate={node_pki / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={node_pki / 'apiserver-kubelet-client.key'}",
                 f"--kubelet-certificate-authority={node_pki / 'ca.crt'}",
+                "--kubelet-preferred-address-types=InternalIP",  # no DNS in the namespace
             )))
         self.processes: list[Process] = []
         self._bridge = False

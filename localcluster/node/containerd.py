@@ -66,7 +66,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # Lowering an OOM score needs CAP_SYS_RESOURCE, which a sandboxed machine may lack:
   # containers get no lower a score than containerd itself.
   restrict_oom_score_adj = true
-  enable_cdi = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["{paths.cni_bin_dir}"]
     conf_dir = "{paths.cni_conf_dir}"

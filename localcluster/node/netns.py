@@ -134,19 +134,32 @@ def unshare_argv(command: Sequence[str]) -> list[str]:
     return ["unshare", "--net", "--mount", "--propagation", "private", "--", *command]
 
 
+def others() -> list[int]:
+    """The live processes in this namespace other than this one and its ancestors."""
+    mine = _ns_inode("self")
+    skip, pid = set(), os.getpid()
+    while pid > 1:  # this process and the launcher that runs it
+        skip.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in skip:
+            continue
+        try:
+            if _ns_inode(entry.name) == mine and _alive(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def sweep(grace: float = 5.0) -> list[int]:
     """End what is still running in this namespace, by PID: only the harness starts anything
     here, so these are its own leftovers (say, a shim of a containerd that was killed)."""
-    mine, me = _ns_inode("self"), os.getpid()
-    left = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            if _ns_inode(entry.name) == mine:
-                left.append(int(entry.name))
-        except OSError:
-            continue
+    left = others()
     for pid in left:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace

@@ -88,4 +88,6 @@ def test_a_pod_runs_on_the_real_node_and_reaches_the_api_server(
     assert answer["status"] == 201
     assert answer["body"]["status"]["userInfo"]["username"] == \
         "system:serviceaccount:default:default"
+    # The API server reaches the kubelet too (logs, exec), with the node CA's certificates.
+    assert kube.raw(path("pods", "default", "pause", sub="log")).status_code == 200
     kube.delete(path("pods", "default", "pause"))
