@@ -67,6 +67,8 @@ MAX_POLICY_ID: Final = 52 - len(DESCHEDULER_PREFIX)
 
 SAFE_TO_EVICT_ANNOTATION: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+# Karpenter's opt-out: a Pod so annotated ("true") is never disrupted, so never evicted here.
+DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
 # Pods at or below this priority are placeholder headroom (the overprovisioning convention is
 # exactly -10): Compactor never evicts, re-admits, resizes or patches them.
 PLACEHOLDER_PRIORITY: Final = -10

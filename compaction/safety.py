@@ -38,6 +38,7 @@ class Hold(StrEnum):
     BARE_POD = "bare_pod"
     KIND_NOT_EVICTED = "kind_not_evicted"
     SAFE_TO_EVICT = "safe_to_evict"
+    DO_NOT_DISRUPT = "do_not_disrupt"
     SYSTEM_CRITICAL = "system_critical"
     LOCAL_STORAGE = "local_storage"
     PVC = "pvc"
@@ -78,6 +79,12 @@ def unsafe_to_evict(annotations: Mapping[str, Any]) -> bool:
     return annotations.get(names.SAFE_TO_EVICT_ANNOTATION) in UNSAFE_TO_EVICT
 
 
+def do_not_disrupt(annotations: Mapping[str, Any]) -> bool:
+    """Karpenter's ``karpenter.sh/do-not-disrupt: "true"``: its users expect every
+    autoscaler to leave the Pod where it is."""
+    return annotations.get(names.DO_NOT_DISRUPT_ANNOTATION) == "true"
+
+
 def is_system_critical(priority_class_name: str, priority: int | None) -> bool:
     return priority_class_name in SYSTEM_CRITICAL or (
         priority is not None and priority >= _CRITICAL_PRIORITY)
@@ -110,6 +117,8 @@ def eviction_hold(pod: PodFacts, kind: WorkloadType | None, evictor: DefaultEvic
         return Hold.KIND_NOT_EVICTED
     if unsafe_to_evict(pod.annotations):
         return Hold.SAFE_TO_EVICT
+    if do_not_disrupt(pod.annotations):
+        return Hold.DO_NOT_DISRUPT
     if is_system_critical(pod.priority_class_name, pod.priority) and \
             not evictor.evict_system_critical_pods:
         return Hold.SYSTEM_CRITICAL

@@ -64,7 +64,8 @@ def fingerprint(workload_uid: str, intent: Intent, pod: PodInfo) -> str:
 _HOOK_TEXT: Final = {
     Hold.PROTECTED_NAMESPACE: "protected namespace", Hold.MIRROR: "mirror pod",
     Hold.PLACEHOLDER: "placeholder", Hold.BARE_POD: "bare pod",
-    Hold.SAFE_TO_EVICT: "safe-to-evict", Hold.SYSTEM_CRITICAL: "system critical",
+    Hold.SAFE_TO_EVICT: "safe-to-evict", Hold.DO_NOT_DISRUPT: "do-not-disrupt",
+    Hold.SYSTEM_CRITICAL: "system critical",
     Hold.LOCAL_STORAGE: "local storage", Hold.PVC: "pvc"}
 
 

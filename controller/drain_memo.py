@@ -45,7 +45,8 @@ def _selects_own(selector: LabelSelector | None) -> bool:
 
 
 # What the plan reads of a Pod's annotations: nothing else there changes a plan.
-_READ_ANNOTATIONS: Final = (names.SAFE_TO_EVICT_ANNOTATION, names.MIRROR_ANNOTATION)
+_READ_ANNOTATIONS: Final = (names.SAFE_TO_EVICT_ANNOTATION, names.DO_NOT_DISRUPT_ANNOTATION,
+                            names.MIRROR_ANNOTATION)
 # Fields left out of a node's digest: the resourceVersion moves with every status heartbeat.
 _NODE_UNREAD: Final = frozenset({"resource_version"})
 # A Pod's fields digested other than as they are: only in part, or by a shared record.

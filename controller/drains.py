@@ -180,7 +180,9 @@ _HOLD_TEXT: Final = {
     Hold.PLACEHOLDER: "is a placeholder",
     Hold.BARE_POD: "has no controller (a bare Pod is never recreated)",
     Hold.KIND_NOT_EVICTED: "belongs to a {kind} (its Pods are not evicted)",
-    Hold.SAFE_TO_EVICT: "safe-to-evict={safe}", Hold.SYSTEM_CRITICAL: "is system-critical",
+    Hold.SAFE_TO_EVICT: "safe-to-evict={safe}",
+    Hold.DO_NOT_DISRUPT: "is annotated karpenter.sh/do-not-disrupt",
+    Hold.SYSTEM_CRITICAL: "is system-critical",
     Hold.LOCAL_STORAGE: "uses local storage", Hold.PVC: "has a PersistentVolumeClaim"}
 
 
@@ -367,6 +369,8 @@ def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterabl
             Reason("timed_out", f"the drain did not finish within {drain_timeout}")
             if started is not None and now - started > drain_timeout
             else site.blockers[0] if site.blockers
+            else Reason("leaving", "node is being removed by an autoscaler")
+            if leaving(site.node.info)
             else Reason("left_pool", "node left the policy's node pool") if outside
             else Reason("descheduler_disabled", f"policy {stopped.policy.id}'s descheduler "
                         "is disabled") if stopped

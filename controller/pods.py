@@ -9,7 +9,7 @@ from typing import Any
 from compaction import names
 from compaction.intent import Intent
 from compaction.ownership import MAX_DEPTH, is_intermediate, workload_index
-from compaction.safety import is_placeholder, unsafe_to_evict
+from compaction.safety import do_not_disrupt, is_placeholder, unsafe_to_evict
 from controller.drain_taint import tolerates_drain
 from controller.metadata import metadata_patch
 from controller.snapshot import OwnerInfo, OwnerKey, PodInfo
@@ -71,10 +71,12 @@ def stale_copies(intermediate: Mapping[str, str], workload: Mapping[str, str]
 
 def is_protected(pod: PodInfo) -> bool:
     """Pods that must never move though they carry the policy label: safe-to-evict false or
-    on-completion (the descheduler does not read that annotation, so the label says it), and
+    on-completion, or Karpenter's do-not-disrupt (the descheduler reads neither annotation,
+    so the label says it), and
     Pods that tolerate the drain taint (the taint plugin never evicts them, so no other
     plugin of the profile may either: their node is never drained)."""
-    return unsafe_to_evict(pod.annotations) or tolerates_drain(pod.placement.tolerations)
+    return unsafe_to_evict(pod.annotations) or do_not_disrupt(pod.annotations) or \
+        tolerates_drain(pod.placement.tolerations)
 
 
 def pod_patch(pod: PodInfo, intent: Intent | None, suppressed: bool,

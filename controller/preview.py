@@ -47,6 +47,7 @@ CAUSES: Final[Mapping[str, str]] = {
     "mirror": "mirror Pod", "placeholder": "placeholder Pod (priority -10 or lower)",
     "bare_pod": "pod without a controller", "kind_not_evicted": "pod of a kind never evicted",
     "safe_to_evict": "pod annotated safe-to-evict=false",
+    "do_not_disrupt": "pod annotated karpenter.sh/do-not-disrupt",
     "system_critical": "system-critical pod", "local_storage": "pod with local storage",
     "pvc": "pod with a PersistentVolumeClaim", "suppressed": "pod of a suppressed workload",
     "pdb": "PodDisruptionBudget allowing 0 disruptions",

@@ -121,6 +121,11 @@ def test_safe_to_evict_false_or_on_completion_is_protected() -> None:
     assert not is_protected(_pod(priority=-10))  # a placeholder is simply never labelled
 
 
+def test_karpenters_do_not_disrupt_is_protected() -> None:
+    assert is_protected(_pod(annotations={"karpenter.sh/do-not-disrupt": "true"}))
+    assert not is_protected(_pod(annotations={"karpenter.sh/do-not-disrupt": "false"}))
+
+
 @pytest.mark.parametrize(("toleration", "protected"), [
     (Toleration(operator="Exists"), True),  # tolerates every taint
     (Toleration("compactor.dev/drain", "Exists"), True),

@@ -36,6 +36,10 @@ CASES: list[tuple[str, dict[str, Any], WorkloadType | None, Hold | None]] = [
     ("on-completion", {"annotations": {
         "cluster-autoscaler.kubernetes.io/safe-to-evict": "on-completion"}}, DEPLOYMENT,
      Hold.SAFE_TO_EVICT),
+    ("do-not-disrupt", {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}, DEPLOYMENT,
+     Hold.DO_NOT_DISRUPT),
+    ("do-not-disrupt-false", {"annotations": {"karpenter.sh/do-not-disrupt": "false"}},
+     DEPLOYMENT, None),
     ("critical-class", {"priority_class_name": "system-node-critical"}, DEPLOYMENT,
      Hold.SYSTEM_CRITICAL),
     ("critical-priority", {"priority": 2_000_000_000}, DEPLOYMENT, Hold.SYSTEM_CRITICAL),
