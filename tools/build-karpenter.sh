@@ -22,21 +22,27 @@ if [[ -x "$bin/karpenter-kwok" && -d "$out/crds/karpenter" ]]; then
 fi
 command -v go >/dev/null 2>&1 || { echo "error: Go is not installed (need go >= 1.26.6)" >&2; exit 2; }
 
-mkdir -p "$bin" "$out/src/karpenter"
+mkdir -p "$bin" "$out/src"
 log="$out/build.log"
 echo "building karpenter-kwok $KARPENTER_VERSION into $out (log: $log)" >&2
 export GOFLAGS="${GOFLAGS:-} -mod=mod -buildvcs=false"
 export CGO_ENABLED=0
 
-# The module has no replace lines, so a one-line go.mod requiring it builds its main package.
-dir="$(cd "$out/src/karpenter" && go mod download -json "sigs.k8s.io/karpenter@$KARPENTER_VERSION" \
+# Karpenter binds its metrics and health endpoints on every address (":<port>", no flag to
+# change it): the build patches those two lines of a copy of the module to loopback, and checks
+# that both changed. The module has no replace lines, so its own go.mod and go.sum build it.
+dir="$(cd "$out/src" && go mod download -json "sigs.k8s.io/karpenter@$KARPENTER_VERSION" \
   2>>"$log" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 [[ -n "$dir" && -f "$dir/go.mod" ]] || { echo "error: cannot download karpenter; see $log" >&2; exit 1; }
-go_version="$(sed -n 's/^go \(.*\)$/\1/p' "$dir/go.mod")"
-printf 'module compactor.dev/tools/karpenter\n\ngo %s\n\nrequire sigs.k8s.io/karpenter %s\n' \
-  "$go_version" "$KARPENTER_VERSION" >"$out/src/karpenter/go.mod"
-(cd "$out/src/karpenter" && go get "sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION" >>"$log" 2>&1 \
-  && go build -trimpath -ldflags="-s -w" -o "$bin/karpenter-kwok.tmp" sigs.k8s.io/karpenter/kwok >>"$log" 2>&1) || {
+rm -rf "$out/src/karpenter"
+cp -r "$dir" "$out/src/karpenter"
+chmod -R u+w "$out/src/karpenter"
+operator="$out/src/karpenter/pkg/operator/operator.go"
+sed -i 's/fmt\.Sprintf(":%d", options\.FromContext(ctx)\.\(MetricsPort\|HealthProbePort\))/fmt.Sprintf("127.0.0.1:%d", options.FromContext(ctx).\1)/' "$operator"
+[[ "$(grep -c '"127.0.0.1:%d"' "$operator")" == 2 ]] || {
+  echo "error: $operator no longer binds as this script expects; update the patch" >&2; exit 1; }
+(cd "$out/src/karpenter" \
+  && go build -trimpath -ldflags="-s -w" -o "$bin/karpenter-kwok.tmp" ./kwok >>"$log" 2>&1) || {
   echo "error: building karpenter-kwok failed; last lines of $log:" >&2
   tail -30 "$log" >&2
   exit 1
