@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds what one real node runs (kubelet, containerd, ctr, the runc shim, runc and the CNI
-# plugins bridge, host-local and loopback) from the Go module proxy into a cache of its own,
+# plugins bridge, host-local and loopback), and kustomize to install Compactor on it as its users
+# do, from the Go module proxy into a cache of its own,
 # beside tools/build.sh's (so a change here never rebuilds the control plane).
 # Prints the bin directory on stdout; the CNI plugins are in its sibling cni/.
 # Rebuilds only when the pins or this script change.
@@ -17,7 +18,7 @@ out="$cache/node-$key"
 bin="$out/bin"
 cni="$out/cni"
 
-need=(kubelet containerd ctr containerd-shim-runc-v2 runc)
+need=(kubelet containerd ctr containerd-shim-runc-v2 runc kustomize)
 plugins=(bridge host-local loopback)
 complete=1
 for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || complete=0; done
@@ -120,5 +121,9 @@ for p in main/bridge ipam/host-local main/loopback; do
     "$cni/$(basename "$p")" \
     "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION"
 done
+
+# kustomize: `kustomize edit set image`, as docs/install.md tells users to set the image.
+module kustomize "require sigs.k8s.io/kustomize/kustomize/v5 $KUSTOMIZE_VERSION"
+build kustomize "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" "$bin/kustomize"
 
 echo "$bin"
