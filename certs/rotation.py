@@ -1,9 +1,10 @@
 """When to issue, rotate and retire certificates. Pure: state and time in, new state out.
 
-Serving certificates are re-issued at two thirds of their lifetime. A CA is replaced at two
-thirds of its lifetime too, or sooner if it would expire before a serving certificate issued
-now; that happens in three steps, each at least ``overlap`` apart, so the API server always
-trusts the certificate the webhook serves:
+Serving certificates are re-issued at two thirds of their lifetime, or at once when they were
+issued for longer than the lifetime now configured (a shortened lifetime takes effect). A CA
+is replaced at two thirds of its lifetime too, or sooner if it would expire before a serving
+certificate issued now; that happens in three steps, each at least ``overlap`` apart, so the
+API server always trusts the certificate the webhook serves:
 
 1. a new CA joins the bundle next to the old one (the serving certificate is unchanged);
 2. the serving certificate is re-issued by the new CA;
@@ -18,9 +19,11 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from certs import certificate
-from certs.authority import Issued, issue_ca, issue_serving
+from certs.authority import BACKDATE, Issued, issue_ca, issue_serving
 
 ROTATE_AT = 2 / 3
+# Certificate times have whole seconds; a window this much longer than the lifetime is not ours.
+LIFETIME_SLACK = datetime.timedelta(minutes=1)
 
 
 class Phase(StrEnum):
@@ -77,9 +80,17 @@ def _ca_due(ca: Issued, life: Lifetimes, now: datetime.datetime) -> bool:
     return info.fraction_elapsed(now) >= ROTATE_AT or info.not_after - now < life.serving
 
 
-def _serving_due(state: TLSState, names: Names, now: datetime.datetime) -> bool:
+def _outlives(info: certificate.CertInfo, lifetime: datetime.timedelta) -> bool:
+    """Issued for longer than ``lifetime`` (which an operator shortened since): judged on the
+    certificate's own window, so replicas whose clocks differ agree."""
+    return info.not_after - info.not_before > lifetime + BACKDATE + LIFETIME_SLACK
+
+
+def _serving_due(state: TLSState, names: Names, life: Lifetimes,
+                 now: datetime.datetime) -> bool:
     info = certificate.read(state.serving.cert_pem)
     return (info.fraction_elapsed(now) >= ROTATE_AT or not info.valid_at(now)
+            or _outlives(info, life.serving)
             or bool(certificate.missing_names(state.serving.cert_pem, names.all))
             or not certificate.signed_by(state.serving.cert_pem, state.ca.cert_pem))
 
@@ -104,7 +115,7 @@ def plan(state: TLSState | None, names: Names, life: Lifetimes, now: datetime.da
         new_ca = issue_ca("compactor-webhook-ca", life.ca, now)
         return replace(state, ca=new_ca, bundle=_bundle([*bundle, new_ca.cert_pem], now),
                        phase=Phase.PENDING_SERVING, phase_since=now)
-    if force_serving or _serving_due(state, names, now):
+    if force_serving or _serving_due(state, names, life, now):
         return replace(state, serving=_serve(state.ca, names, life, now),
                        bundle=_bundle([*bundle, state.ca.cert_pem], now))
     return state

@@ -73,6 +73,20 @@ def test_serving_is_reissued_at_two_thirds_of_its_life() -> None:
     assert later.phase is Phase.STEADY
 
 
+def test_a_shortened_serving_lifetime_reissues_at_once_and_only_once() -> None:
+    state = plan(None, NAMES, LIFE, NOW)
+    short = Lifetimes(ca=LIFE.ca, serving=datetime.timedelta(minutes=30), overlap=LIFE.overlap)
+    later = plan(state, NAMES, short, NOW + DAY)
+    assert later.serving != state.serving and later.ca == state.ca
+    info = certificate.read(later.serving.cert_pem)
+    assert info.not_after == NOW + DAY + short.serving
+    # The same lifetime, even seen by a replica whose clock is minutes off, keeps it.
+    assert plan(later, NAMES, short, NOW + DAY - datetime.timedelta(minutes=5)) == later
+    assert plan(later, NAMES, short, NOW + DAY + datetime.timedelta(minutes=15)) == later
+    # Lengthened again: kept until two thirds of the shorter life.
+    assert plan(later, NAMES, LIFE, NOW + DAY + datetime.timedelta(minutes=1)) == later
+
+
 def test_serving_is_reissued_when_the_names_change() -> None:
     state = plan(None, NAMES, LIFE, NOW)
     wider = Names(NAMES.dns, ("10.0.0.5",))
