@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo venv tools images node lint typecheck unit integration e2e bench bench-e2e bench-peers chaos clean
+.PHONY: test demo venv tools images node lint typecheck unit integration e2e bench bench-e2e bench-peers chaos clean \
+	test-karpenter
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -54,8 +55,12 @@ node: $(STAMP) tools images
 	  COMPACTOR_IMAGES_DIR="$$images" $(BIN)/python -m localcluster.node -- $(BIN)/pytest tests/node
 
 ## demo: start the embedded local cluster and keep it up until Ctrl-C
+## AUTOSCALER=karpenter: the nodes come from a Karpenter NodePool (its kwok provider, built
+## first), which removes the nodes the compaction empties
+AUTOSCALER ?= none
 demo: $(STAMP) tools
-	$(BIN)/python -m localcluster.demo
+	@if [[ "$(AUTOSCALER)" == karpenter ]]; then bash tools/build-karpenter.sh >/dev/null; fi
+	$(BIN)/python -m localcluster.demo --autoscaler $(AUTOSCALER)
 
 ## bench: webhook latency/throughput vs the bare stack, cold burst, through the API server;
 ## the drain planner's pass on 100 to 5,000 synthetic nodes, one policy and twenty sharing them
@@ -78,6 +83,13 @@ chaos: $(STAMP) tools
 bench-peers: $(STAMP) tools
 	@bash tools/build-kyverno.sh >/dev/null
 	$(BIN)/python -m loadtest.peers
+
+## test-karpenter: Compactor beside the real Karpenter (its kwok provider, built for this
+## target only): never a drain into or from a node Karpenter disrupts, no node launched for a
+## Pod a drain evicted, do-not-disrupt a blocker (not in `make test`)
+test-karpenter: $(STAMP) tools
+	COMPACTOR_KARPENTER_DIR="$$(dirname "$$(bash tools/build-karpenter.sh)")" \
+	  $(BIN)/pytest tests/karpenter
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

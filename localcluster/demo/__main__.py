@@ -2,22 +2,42 @@
 
 12 kwok nodes spread by the default scheduler, a few things that must never move, then a
 ClusterCompactionPolicy. Compactor's webhook, controller and compaction scheduler run as
-processes; the descheduler runs the way its CronJob would, on a short interval.
+processes; the descheduler runs the way its CronJob would, on a short interval. With
+``--autoscaler karpenter`` the nodes come from a Karpenter NodePool (WhenEmpty), which removes
+the nodes the compaction empties.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from localcluster import Cluster, ClusterConfig
+from localcluster.cluster.karpenter import Karpenter
+from localcluster.cluster.kube import Kube
 from localcluster.cluster.stack import start_local
 from localcluster.demo.compaction_run import Outcome, run
 from localcluster.demo.measure import cpu_millis, forecast_table, plot, repeats_table
-from localcluster.demo.scenario import PROTECTED, small, spread_overrides, standard
+from localcluster.demo.nodepool import NodePool
+from localcluster.demo.scenario import PROTECTED, Scenario, small, spread_overrides, standard
+
+
+@contextlib.contextmanager
+def node_pool(autoscaler: str, cluster: Cluster, kube: Kube, scenario: Scenario
+              ) -> Iterator[NodePool | None]:
+    """Karpenter running with the scenario's NodePool (not consolidating yet), or nothing."""
+    if autoscaler != "karpenter":
+        yield None
+        return
+    with Karpenter(cluster, scenario.shape) as karpenter:
+        karpenter.install(kube)
+        karpenter.start()
+        yield NodePool(karpenter)
 
 
 def main() -> None:
@@ -27,13 +47,17 @@ def main() -> None:
     parser.add_argument("--spread", action="store_true",
                         help="setLabelsByEviction: false and thresholds at 100 %%: nothing "
                              "re-admits the spread Pods, the plan alone compacts")
+    parser.add_argument("--autoscaler", choices=("none", "karpenter"), default="none",
+                        help="karpenter: the nodes come from a NodePool (Karpenter's kwok "
+                             "provider, built by tools/build-karpenter.sh), which removes the "
+                             "nodes the compaction empties")
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
     parser.add_argument("--repeat", type=int, default=0, metavar="N",
                         help="run N times, each on a fresh cluster, print the runs side by "
                              "side and exit")
     args = parser.parse_args()
     if args.repeat:
-        repeat(args.repeat, args.small, args.spread, args.out)
+        repeat(args.repeat, args.small, args.spread, args.out, args.autoscaler)
         return
     scenario = small() if args.small else standard()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -45,12 +69,16 @@ def main() -> None:
     print(f"starting the local cluster in {workdir} ...", flush=True)
     with Cluster(ClusterConfig(workdir=workdir)) as cluster:
         kube, stack = start_local(cluster, workdir / "compactor")
-        print(f"creating {scenario.nodes} nodes and the workloads; protected: "
+        pool_ = contextlib.ExitStack()
+        pool = pool_.enter_context(node_pool(args.autoscaler, cluster, kube, scenario))
+        print(f"creating {scenario.nodes} nodes"
+              f"{' (a Karpenter NodePool)' if pool else ''} and the workloads; protected: "
               f"{', '.join(f'{ns}/{n} ({why})' for (ns, n), why in PROTECTED.items())}",
               flush=True)
         print("applying the policy; descheduler runs:", flush=True)
         overrides = spread_overrides(scenario) if args.spread else {}
-        outcome = run(cluster, kube, stack, scenario, interval=1.0, log=True, **overrides)
+        outcome = run(cluster, kube, stack, scenario, interval=1.0, log=True, pool=pool,
+                      **overrides)
         print("\nCompaction report\n" + outcome.report.table())
         png = plot(outcome.cpu_before, outcome.cpu_after, cpu_millis(scenario.shape.cpu),
                    args.out / "requested-cpu-per-node.png")
@@ -60,10 +88,11 @@ def main() -> None:
         print(f"  export KUBECONFIG={cluster.kubeconfig}")
         print("  kubectl get clustercompactionpolicies; kubectl get pods -A -o wide")
         print(f"  logs: {workdir / 'logs'} and {workdir / 'compactor'}")
-        kube.close()
         if not args.no_wait:
             print("press Ctrl-C to stop", flush=True)
             stop.wait()
+        pool_.close()
+        kube.close()
     print("stopped")
 
 
@@ -80,7 +109,8 @@ def forecast_nodes(outcome: Outcome) -> str:
             f"forecast freed: {sorted(reached - kept)} (their Pods after: {why})")
 
 
-def repeat(times: int, small_scenario: bool, spread: bool, out: Path) -> None:
+def repeat(times: int, small_scenario: bool, spread: bool, out: Path,
+           autoscaler: str = "none") -> None:
     """The same run ``times`` times on fresh clusters: how often each target is met."""
     reports = []
     for i in range(1, times + 1):
@@ -89,7 +119,9 @@ def repeat(times: int, small_scenario: bool, spread: bool, out: Path) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="compactor-demo-"))
         with Cluster(ClusterConfig(workdir=workdir)) as cluster:
             kube, stack = start_local(cluster, workdir / "compactor")
-            outcome = run(cluster, kube, stack, scenario, interval=1.0, **overrides)
+            with node_pool(autoscaler, cluster, kube, scenario) as pool:
+                outcome = run(cluster, kube, stack, scenario, interval=1.0, pool=pool,
+                              **overrides)
             reports.append(outcome.report)
             kube.close()
         print(forecast_nodes(outcome), flush=True)
@@ -99,7 +131,8 @@ def repeat(times: int, small_scenario: bool, spread: bool, out: Path) -> None:
               f"{reports[-1].futile_evictions} futile evictions", flush=True)
     table = repeats_table(reports) + "\n\n" + forecast_table(reports)
     out.mkdir(parents=True, exist_ok=True)
-    name = f"repeats{'-spread' if spread else ''}{'-small' if small_scenario else ''}.md"
+    name = (f"repeats{'-spread' if spread else ''}{'-small' if small_scenario else ''}"
+            f"{'-karpenter' if autoscaler == 'karpenter' else ''}.md")
     (out / name).write_text(table + "\n")
     print("\n" + table)
 

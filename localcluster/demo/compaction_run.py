@@ -16,6 +16,7 @@ import yaml
 from compaction import names
 from compaction.packing import ffd_around, ffd_packing, lower_bound
 from localcluster.cluster.control_plane import Cluster
+from localcluster.cluster.karpenter import NodeCensus
 from localcluster.cluster.kube import Kube
 from localcluster.cluster.stack import CompactorStack, DeschedulerRun
 from localcluster.demo.measure import (
@@ -27,6 +28,7 @@ from localcluster.demo.measure import (
     nodes_with,
     snapshot,
 )
+from localcluster.demo.nodepool import NodePool
 from localcluster.demo.scenario import Scenario, apply_policy, create, settled
 
 
@@ -39,6 +41,7 @@ class Outcome:
     cpu_before: dict[str, int] = field(default_factory=dict)
     cpu_after: dict[str, int] = field(default_factory=dict)
     forecast: dict[str, Any] = field(default_factory=dict)  # the plugin's -o json
+    nodes: NodeCensus | None = None  # the NodePool's, when Karpenter made the nodes
 
 
 def _awaiting_hook(pods: list[PodFact]) -> list[PodFact]:
@@ -115,13 +118,17 @@ def forecast(cluster: Cluster, scenario: Scenario, **policy: Any) -> dict[str, A
 def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         interval: float = 1.0, quiet_runs: int = 3, max_runs: int = 200,
         max_seconds: float = 600.0, patience: int = 6, log: bool = False,
-        **policy: Any) -> Outcome:
+        pool: NodePool | None = None, **policy: Any) -> Outcome:
     """Create the scenario, apply its policy (``policy`` overrides fields of its spec) and run
-    the descheduler every ``interval`` the way its CronJob would, until nothing changes."""
-    create(cluster, kube, scenario)
+    the descheduler every ``interval`` the way its CronJob would, until nothing changes. With
+    ``pool``, Karpenter makes the nodes and removes those the compaction empties."""
+    node_names = create(cluster, kube, scenario,
+                        provision=pool.provision if pool is not None else None)
     before = snapshot(kube)
     predicted = forecast(cluster, scenario, **policy)
     started = time.monotonic()
+    if pool is not None:
+        pool.arm(kube)
     apply_policy(kube, scenario, **policy)
     stack.start_scheduler()
     runs: list[DeschedulerRun] = []  # every policy's, one after the other
@@ -168,6 +175,9 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
     # The last run's replacements go through admission like any other; let the hook finish.
     _wait(kube, scenario, timeout=60, hook=hook)
     seconds = time.monotonic() - started
+    census = pool.settle(kube) if pool is not None else None
+    if census is not None:
+        _wait(kube, scenario, timeout=60, hook=hook)
     after = snapshot(kube)
     if last is not None:
         bounced += _bounced(last.evicted, previous, after)
@@ -186,7 +196,10 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
     riders = [(p.cpu, p.memory) for p in after
               if p.protected and not p.immovable and p.app != "node-agent"]
     evictions = [e for r in runs for e in r.evicted]
-    protected_before = {p.uid for p in before if p.protected}
+    # A node an autoscaler removed takes its DaemonSet Pod with it: that is no move.
+    removed = nodes_with(before) - nodes_with(after)
+    protected_before = {p.uid for p in before if p.protected
+                        and not (p.app == "node-agent" and p.node in removed)}
     protected_after = {p.uid for p in after if p.protected}
     payments_before = {p.uid for p in before if p.app == "payments"}
     report = Report(
@@ -213,7 +226,9 @@ def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
         kept_after=len(nodes_with(p for p in after if p.stays)),
         predicted_in_use=len(predicted["nodesInUse"]),
         predicted_freeable=len(predicted["freeable"]),
+        nodes_removed=census.removed if census else None,
+        nodes_launched=census.launched if census else None,
+        seconds_to_last_removal=census.seconds_to_last_removal if census else None,
     )
-    return Outcome(report, before, after, runs,
-                   cpu_by_node(before, scenario.node_names),
-                   cpu_by_node(after, scenario.node_names), predicted)
+    return Outcome(report, before, after, runs, cpu_by_node(before, node_names),
+                   cpu_by_node(after, node_names), predicted, census)

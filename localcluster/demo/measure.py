@@ -125,6 +125,11 @@ class Report:
     kept_after: int | None = None
     predicted_in_use: int | None = None
     predicted_freeable: int | None = None
+    # With Karpenter making the nodes: nodes it removed, NodeClaims it created after the policy
+    # (0 when the plan and the scheduler agree) and seconds from the policy to the last removal.
+    nodes_removed: int | None = None
+    nodes_launched: int | None = None
+    seconds_to_last_removal: float | None = None
 
     @property
     def futile_evictions(self) -> int:
@@ -132,12 +137,14 @@ class Report:
         return self.late_evictions + self.bounced
 
     def rows(self) -> list[tuple[str, str]]:
+        """What a user pays for first: nodes in use, then nodes removed."""
         return [
+            ("nodes in use (any Pod but a DaemonSet's), before", str(self.in_use_before)),
+            ("nodes in use, after", str(self.in_use_after)),
+            *self._autoscaler_rows(),
             ("nodes carrying managed Pods, before", str(self.nodes_before)),
             ("nodes carrying managed Pods, after", str(self.nodes_after)),
             ("first-fit-decreasing packing of the same requests", str(self.ffd_packing)),
-            ("nodes in use (any Pod but a DaemonSet's), before", str(self.in_use_before)),
-            ("nodes in use, after", str(self.in_use_after)),
             ("  forecast by kubectl compactor plan (in use - freeable)", self._forecast()),
             ("  reached, counted as the forecast counts", str(self.kept_after)),
             ("  packing with the unmovable Pods left in place", str(self.ffd_around_blockers)),
@@ -153,6 +160,17 @@ class Report:
             ("wall time to converge", f"{self.seconds:.0f} s"),
             ("PDB violations", str(self.pdb_violations)),
             ("protected Pods moved", str(self.protected_moved)),
+        ]
+
+    def _autoscaler_rows(self) -> list[tuple[str, str]]:
+        if self.nodes_removed is None:
+            return [("nodes removed", "0 (no autoscaler: --autoscaler karpenter removes them)")]
+        last = self.seconds_to_last_removal
+        return [
+            ("nodes removed (by Karpenter)", f"{self.nodes_removed} of {self.nodes_total}"),
+            ("nodes launched during the compaction", str(self.nodes_launched)),
+            ("time from the policy to the last removal",
+             "-" if last is None else f"{last:.0f} s"),
         ]
 
     def _forecast(self) -> str:

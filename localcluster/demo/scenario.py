@@ -6,12 +6,13 @@ Parameterised: ``standard()`` is the demo's 12 nodes, ``small()`` the end-to-end
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from compaction import names
 from compaction.policy import policy_id
-from localcluster.cluster.control_plane import Cluster, NodeShape
+from localcluster.cluster.control_plane import KWOK_ANNOTATION, Cluster, NodeShape
 from localcluster.cluster.kube import Kube, path, wait_for
 
 PAUSE = "registry.k8s.io/pause:3.10"
@@ -185,10 +186,20 @@ PROTECTED = {
 }
 
 
-def create(cluster: Cluster, kube: Kube, scenario: Scenario, wait: bool = True) -> None:
+# Makes the scenario's nodes (an autoscaler's, say) instead of adding them, and names them.
+Provision = Callable[[Kube, "Scenario"], list[str]]
+
+
+def create(cluster: Cluster, kube: Kube, scenario: Scenario, wait: bool = True,
+           provision: Provision | None = None) -> list[str]:
     """The scenario's nodes and objects; then, unless ``wait`` is False, until every Pod is
-    Running (by listing them: for a few hundred Pods; a large one waits on workload status)."""
-    cluster.add_nodes(kube, scenario.node_names, scenario.shape)
+    Running (by listing them: for a few hundred Pods; a large one waits on workload status).
+    Returns the nodes' names."""
+    if provision is None:
+        cluster.add_nodes(kube, scenario.node_names, scenario.shape)
+        nodes = scenario.node_names
+    else:
+        nodes = provision(kube, scenario)
     for ns in (*MANAGED_NAMESPACES, "headroom"):
         kube.ensure_namespace(ns, default_service_account=True)
     kube.ensure_namespace("kube-system", default_service_account=True)
@@ -201,6 +212,7 @@ def create(cluster: Cluster, kube: Kube, scenario: Scenario, wait: bool = True) 
     if wait:
         wait_for("every scenario Pod Running", lambda: settled(kube, scenario), timeout=180,
                  interval=0.5)
+    return nodes
 
 
 def _protected(kube: Kube) -> None:
@@ -231,14 +243,31 @@ def _protected(kube: Kube) -> None:
 
 def settled(kube: Kube, scenario: Scenario) -> bool:
     """Every Pod of the scenario there and Running, none terminating. Counting matters: just
-    after an eviction the old Pod is gone and its replacement not yet created."""
-    live = 0
+    after an eviction the old Pod is gone and its replacement not yet created. The node agent
+    runs on every Ready kwok node there is: an autoscaler may have removed some (their agents
+    go with them), or be adding one."""
+    live, agents = 0, 0
+    ready = {n["metadata"]["name"] for n in kube.items(path("nodes"))
+             if not n["metadata"].get("deletionTimestamp") and _ready(n)
+             and (n["metadata"].get("annotations") or {}).get(KWOK_ANNOTATION) == "fake"}
     for ns in NAMESPACES:
         for p in kube.items(path("pods", ns)):
-            if p["metadata"].get("deletionTimestamp") or p["status"].get("phase") != "Running":
+            running = not p["metadata"].get("deletionTimestamp") and \
+                p["status"].get("phase") == "Running"
+            if p["metadata"].get("labels", {}).get("app") == "node-agent":
+                agents += running and p["spec"].get("nodeName") in ready
+                continue
+            if not running:
                 return False
             live += 1
-    return live == scenario.expected_pods
+    if not scenario.protected:
+        return live == scenario.expected_pods
+    return live == scenario.expected_pods - scenario.nodes and agents >= len(ready)
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def spread_overrides(scenario: Scenario) -> dict[str, Any]:
