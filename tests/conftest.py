@@ -13,6 +13,10 @@ from localcluster.node import netns
 # The real node runs only inside the launcher's network namespace
 # (`python -m localcluster.node -- pytest tests/node`); the plain run leaves it out.
 collect_ignore = [] if os.environ.get(netns.OUTER_ENV) else ["node"]
+# The tests beside the real Karpenter run by `make test-karpenter`, which builds it first and
+# names its directory; `make test` never builds it.
+if not os.environ.get("COMPACTOR_KARPENTER_DIR"):
+    collect_ignore.append("karpenter")
 
 
 @pytest.hookimpl(wrapper=True)
