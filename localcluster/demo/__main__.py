@@ -22,7 +22,13 @@ from localcluster.cluster.karpenter import Karpenter
 from localcluster.cluster.kube import Kube
 from localcluster.cluster.stack import start_local
 from localcluster.demo.compaction_run import Outcome, run
-from localcluster.demo.measure import cpu_millis, forecast_table, plot, repeats_table
+from localcluster.demo.measure import (
+    cpu_millis,
+    forecast_table,
+    plot,
+    removal_table,
+    repeats_table,
+)
 from localcluster.demo.nodepool import NodePool
 from localcluster.demo.scenario import PROTECTED, Scenario, small, spread_overrides, standard
 
@@ -130,6 +136,8 @@ def repeat(times: int, small_scenario: bool, spread: bool, out: Path,
               f"counts ({reports[-1].predicted_after}), "
               f"{reports[-1].futile_evictions} futile evictions", flush=True)
     table = repeats_table(reports) + "\n\n" + forecast_table(reports)
+    if autoscaler == "karpenter":
+        table += "\n\n" + removal_table(reports)
     out.mkdir(parents=True, exist_ok=True)
     name = (f"repeats{'-spread' if spread else ''}{'-small' if small_scenario else ''}"
             f"{'-karpenter' if autoscaler == 'karpenter' else ''}.md")

@@ -204,6 +204,19 @@ def repeats_table(reports: list[Report]) -> str:
     return "\n".join([head, *rows, "", met])
 
 
+def removal_table(reports: list[Report]) -> str:
+    """Per run with Karpenter making the nodes: what a user pays for, before and after."""
+    head = ("| run | nodes in use before | nodes in use after | nodes removed | nodes launched "
+            "during the compaction | policy to last removal | nodes carrying managed Pods after "
+            "| protected moved, PDB violations |\n" + "|---" * 8 + "|")
+    rows = [f"| {i} | {r.in_use_before} | {r.in_use_after} | {r.nodes_removed} "
+            f"| {r.nodes_launched} | "
+            + ("-" if r.seconds_to_last_removal is None else f"{r.seconds_to_last_removal:.0f} s")
+            + f" | {r.nodes_after} | {r.protected_moved}, {r.pdb_violations} |"
+            for i, r in enumerate(reports, 1)]
+    return "\n".join([head, *rows])
+
+
 def forecast_table(reports: list[Report]) -> str:
     """Per run, what ``kubectl compactor plan`` forecast just before the policy beside what the
     run reached: nodes in use (any Pod but a DaemonSet's) after."""
