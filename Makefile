@@ -79,10 +79,14 @@ chaos: $(STAMP) tools
 	$(BIN)/python -m localcluster.chaos
 
 ## bench-peers: Compactor beside Kyverno (built from its Go module, for this target only) and
-## no webhook, the same concurrent Pod creation through one API server (not in CI)
+## no webhook, the same concurrent Pod creation through one API server; then the race on a
+## cluster Karpenter made (built for this target too): Karpenter alone, the descheduler
+## recipe, Compactor, at 12 and 100 nodes, three seeds (not in CI)
 bench-peers: $(STAMP) tools
 	@bash tools/build-kyverno.sh >/dev/null
 	$(BIN)/python -m loadtest.peers
+	COMPACTOR_KARPENTER_DIR="$$(dirname "$$(bash tools/build-karpenter.sh)")" \
+	  $(BIN)/python -m localcluster.bench.race
 
 ## test-karpenter: Compactor beside the real Karpenter (its kwok provider, built for this
 ## target only): never a drain into or from a node Karpenter disrupts, no node launched for a

@@ -199,7 +199,7 @@ scratch_image() {
   local t0=$SECONDS
   ctx="$(mktemp -d "$cache/ctx.XXXXXX")"
   cp "$@" "$ctx/"
-  mkdir -p "$ctx/tmp"
+  mkdir -p "$ctx/tmp" && chmod 1777 "$ctx/tmp" && tar -C "$ctx" --owner=0 --group=0 -cf "$ctx/tmp.tar" tmp
   printf '%s\nLABEL dev.compactor.key=%s\n' "$recipe" "${key[$name]}" >"$ctx/Containerfile"
   bah bud --pull=never --isolation=chroot --tag "$ref" --file "$ctx/Containerfile" "$ctx" >>"$log" 2>&1 ||
     { rm -rf "$ctx"; tail -20 "$log" >&2; fail "building $ref failed (log: $log)"; }
@@ -217,7 +217,7 @@ desched_cmd="$(rendered_command descheduler.py)"
 path_env='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 scratch_image kube-scheduler "registry.k8s.io/kube-scheduler:$KUBERNETES_VERSION" "FROM scratch
 $path_env
-COPY --chmod=1777 tmp /tmp
+ADD tmp.tar /
 COPY --chmod=755 kube-scheduler /usr/local/bin/kube-scheduler
 COPY --chmod=755 go-runner-$KUBERNETES_STAGING_VERSION /go-runner
 ENTRYPOINT [\"/go-runner\"]" "$bin/kube-scheduler" "$runner"
