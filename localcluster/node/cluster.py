@@ -14,6 +14,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,13 +111,15 @@ class NodeCluster:
             self._bridge = True
             netns.require_isolated()
             self._write_node_pki()
-            self.cluster.start()
-            self.cluster.start_controller_manager()
-            self.cluster.start_scheduler()
-            self.cluster.start_kwok()
             self._start_containerd()
-            for archive in self.config.images:
-                containerd.import_image(self.containerd_paths, archive)
+            # Importing a large image takes longer than the control plane takes to start.
+            with ThreadPoolExecutor(1) as pool:
+                imported = pool.submit(self._import_images)
+                self.cluster.start()
+                self.cluster.start_controller_manager()
+                self.cluster.start_scheduler()
+                self.cluster.start_kwok()
+                imported.result()
             self._start_kubelet()
         except BaseException:
             self.stop()
@@ -200,6 +203,10 @@ class NodeCluster:
         def ready() -> bool:
             return paths.socket.exists() and containerd.images(paths) is not None
         proc.wait_healthy(ready, self.config.start_timeout)
+
+    def _import_images(self) -> None:
+        for archive in self.config.images:
+            containerd.import_image(self.containerd_paths, archive)
 
     def _start_kubelet(self) -> None:
         paths = self.kubelet_paths

@@ -20,15 +20,28 @@ from localcluster.node.cluster import NodeCluster, NodeConfig
 IMAGES_ENV = "COMPACTOR_IMAGES_DIR"
 
 
-def image_archives() -> tuple[Path, ...]:
-    """The archives listed in the images directory's images.txt ("<file> <tag>" lines)."""
+def images() -> dict[Path, str]:
+    """Each archive listed in the images directory's images.txt ("<file> <tag>" lines), with
+    its tag."""
     where = os.environ.get(IMAGES_ENV)
     if not where:
         raise RuntimeError(f"{IMAGES_ENV} is not set: run `{IMAGES_ENV}=$(bash tools/"
                            "build-images.sh) python -m localcluster.node -- pytest tests/node`")
     listing = Path(where) / "images.txt"
-    lines = [line.split()[0] for line in listing.read_text().splitlines() if line.strip()]
-    return tuple(Path(where) / name for name in lines)
+    rows = [line.split() for line in listing.read_text().splitlines() if line.strip()]
+    return {Path(where) / name: tag for name, tag in rows}
+
+
+def image_archives() -> tuple[Path, ...]:
+    return tuple(images())
+
+
+def image(repository: str) -> str:
+    """The tag of the one image of ``repository`` (e.g. ``compactor``) among the archives."""
+    found = [t for t in images().values() if t.rsplit(":", 1)[0].split("/")[-1] == repository]
+    if len(found) != 1:
+        raise LookupError(f"no single {repository} image in {os.environ.get(IMAGES_ENV)}")
+    return found[0]
 
 
 @pytest.fixture(scope="session")

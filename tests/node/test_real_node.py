@@ -17,13 +17,15 @@ from localcluster import Kube
 from localcluster.cluster.kube import path
 from localcluster.node import containerd, kubelet, netns
 from localcluster.node.cluster import KWOK_TAINT, SERVICE_IP, NodeCluster
+from tests.node.conftest import image
 
 PAUSE_POD = {
     "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pause", "namespace": "default"},
     "spec": {"containers": [{"name": "pause", "image": containerd.SANDBOX_IMAGE,
                              "imagePullPolicy": "Never"}]},
 }
-# Run inside the Pod's network namespace: what an in-cluster client does, with the Pod's files.
+# What an in-cluster client does: the Service's address from the environment, the Pod's own
+# token and CA bundle (run by the test in the Pod's network namespace, or in a Pod).
 IN_CLUSTER_CALL = """
 import json, os, ssl, sys, urllib.request
 root, host, port = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -91,3 +93,28 @@ def test_a_pod_runs_on_the_real_node_and_reaches_the_api_server(
     # The API server reaches the kubelet too (logs, exec), with the node CA's certificates.
     assert kube.raw(path("pods", "default", "pause", sub="log")).status_code == 200
     kube.delete(path("pods", "default", "pause"))
+
+
+def test_a_pod_of_compactors_image_calls_the_api_server_in_cluster(kube: Kube) -> None:
+    """The same call from a process in a Pod (Compactor's image has Python): the kubelet's
+    environment, the mounted token, the route out of the Pod, all as the product uses them."""
+    command = ["python3", "-c", IN_CLUSTER_CALL, "", "$(KUBERNETES_SERVICE_HOST)",
+               "$(KUBERNETES_SERVICE_PORT)"]
+    kube.create(path("pods", "default"), {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "in-cluster"},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "call", "image": image("compactor"), "imagePullPolicy": "Never",
+            "command": command}]},
+    })
+    deadline = time.monotonic() + 90
+    while (phase := kube.get(path("pods", "default", "in-cluster"))["status"].get("phase")) \
+            not in ("Succeeded", "Failed"):
+        assert time.monotonic() < deadline, f"in-cluster Pod still {phase}"
+        time.sleep(0.2)
+    log = kube.raw(path("pods", "default", "in-cluster", sub="log")).text
+    assert phase == "Succeeded", log
+    answer = json.loads(log.strip().splitlines()[-1])
+    assert answer["status"] == 201
+    assert answer["body"]["status"]["userInfo"]["username"] == \
+        "system:serviceaccount:default:default"
+    kube.delete(path("pods", "default", "in-cluster"))

@@ -12,7 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.node.conftest import image_archives
+from localcluster.node import containerd
+from tests.node.conftest import images
 
 CYCLE = """
 import json, sys, time
@@ -47,9 +48,10 @@ print(json.dumps({
 
 
 def test_stop_leaves_no_process_mount_or_cgroup(tmp_path: Path) -> None:
+    pause = [str(a) for a, tag in images().items() if tag == containerd.SANDBOX_IMAGE]
     done = subprocess.run(
         [sys.executable, "-m", "localcluster.node", "--", sys.executable, "-c", CYCLE,
-         str(tmp_path / "work"), *map(str, image_archives())],
+         str(tmp_path / "work"), *pause],
         check=False, capture_output=True, text=True, timeout=300, env=os.environ.copy())
     assert done.returncode == 0, done.stderr[-3000:]
     left = json.loads(done.stdout.strip().splitlines()[-1])
