@@ -29,6 +29,7 @@ from compaction.safety import evictable_kinds
 from compaction.selector import LabelSelector, Operator, Requirement
 from controller.labels import managed_labels, policy_owner
 from controller.pod_runtime import PodRuntime
+from controller.snapshot import OwnerInfo
 
 SERVICE_ACCOUNT: Final = "compactor-descheduler"
 # Every namespace carries its own name under this label (the API server sets it).
@@ -198,3 +199,16 @@ def descheduler_cronjob(policy: Policy, runtime: PodRuntime, suspend: bool,
             }},
         },
     }
+
+
+def failed_run(jobs: Iterable[OwnerInfo], namespace: str, cronjob: str) -> OwnerInfo | None:
+    """The CronJob's newest finished Job (of its schedule, or made from it by hand with
+    ``kubectl create job --from``), when that Job failed: a run that cannot do its work (a
+    permission missing, a bad image) ends as a failed Job, and the policy's status must say so
+    until a later run succeeds."""
+    finished = [j for j in jobs if j.kind == "Job" and j.namespace == namespace
+                and j.controller == ("CronJob", cronjob) and (j.complete or j.failure)]
+    if not finished:
+        return None
+    last = max(finished, key=lambda j: (j.created is not None, j.created, j.name))
+    return last if last.failure else None

@@ -57,12 +57,14 @@ from controller.scheduler_health import (
     Routing,
     SchedulerHealth,
     judge,
+    pod_cause,
 )
 from controller.snapshot import (
     LAST_VALID_GENERATION,
     LAST_VALID_SPEC,
     EvaluationObject,
     NodeInfo,
+    OwnerInfo,
     OwnObject,
     PodInfo,
     PolicyObject,
@@ -74,6 +76,7 @@ from controller.status import (
     kept_conditions,
     policy_conditions,
     render_conditions,
+    run_failed_message,
     same_status,
     status_body,
 )
@@ -152,8 +155,9 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     _scheduler(active, snapshot, settings, memory, now, out)
     sizes = _deschedulers(active, pools, observed, out.managed, snapshot, settings, memory,
                           out)
+    failed = _failed_runs(active, snapshot, settings, memory, now, out)
     _status(snapshot.policies, out.managed, health, settings, sizes,
-            {d.policy: d for d in drains}, memory, now, out)
+            {d.policy: d for d in drains}, failed, memory, now, out)
     out.actions.extend(resources.static_status(
         snapshot.static_policies, composed,
         ((pod, m.workload.key) for pod in snapshot.pods if (m := members.get(pod.key))), now))
@@ -177,7 +181,8 @@ def _health(snapshot: Snapshot, active: list[Policy], settings: PlanSettings,
     if own is None and not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
         return SchedulerHealth(Routing.STARTING), fell_back  # nothing is sent to it
     return judge(own, fell_back, now, settings.scheduler_down_after,
-                 settings.scheduler_recovery), fell_back
+                 settings.scheduler_recovery,
+                 pod_cause(snapshot.pods, settings.namespace)), fell_back
 
 
 def _routing_events(health: SchedulerHealth, fell_back: bool, settings: PlanSettings,
@@ -496,6 +501,27 @@ def _deschedulers(active: list[Policy], pools: Mapping[str, LabelSelector],
     return sizes
 
 
+def _failed_runs(active: list[Policy], snapshot: Snapshot, settings: PlanSettings,
+                 memory: Memory, now: datetime.datetime, out: _Pass) -> dict[str, OwnerInfo]:
+    """Each active descheduler whose last run failed, with a Warning Event on its CronJob
+    once per failed Job (repeated at most hourly while it is the last)."""
+    failed = {}
+    for policy in active:
+        if not policy.descheduler.enabled:
+            continue
+        cronjob = names.descheduler_name(policy.id)
+        job = descheduler.failed_run(snapshot.owners, settings.namespace, cronjob)
+        if job is None:
+            continue
+        failed[policy.id] = job
+        key = f"descheduler/failed/{job.name}"
+        if not memory.recently(key, now):
+            out.actions.append(namespaced_event(
+                "CronJob", settings.namespace, cronjob, "", "DeschedulerRunFailed",
+                run_failed_message(job), "Warning", key=key))
+    return failed
+
+
 # --- status ---------------------------------------------------------------------------
 
 
@@ -509,7 +535,8 @@ def _plan_status(d: DrainPlan) -> dict[str, Any]:
 
 def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int],
             health: SchedulerHealth, settings: PlanSettings,
-            pools: Mapping[str, int], drains: Mapping[str, DrainPlan], memory: Memory,
+            pools: Mapping[str, int], drains: Mapping[str, DrainPlan],
+            failed_runs: Mapping[str, OwnerInfo], memory: Memory,
             now: datetime.datetime, out: _Pass) -> None:
     """Each policy's status. A valid one keeps its spec there as the last valid one; one
     that turned invalid acts on that (say its conditions, with an Event per bad edit), so
@@ -525,7 +552,7 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int],
         else:
             count = managed.get(obj.id, 0)
             conditions = policy_conditions(policy, health, settings.scheduler_recovery,
-                                           pools.get(obj.id), count)
+                                           pools.get(obj.id), count, failed_runs.get(obj.id))
             if obj.policy is None:
                 conditions[0] = kept_conditions(obj.problems, obj.last_valid_generation)
                 _kept_event(obj, conditions[0].message, memory, now, out)

@@ -13,6 +13,7 @@ from compaction.policy import Policy, SchedulerMode
 from compaction.problem import Problem
 from controller.objects import format_time
 from controller.scheduler_health import Routing, SchedulerHealth
+from controller.snapshot import OwnerInfo
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,12 @@ def kept_conditions(problems: Sequence[Problem], generation: int) -> Condition:
 
 
 def policy_conditions(policy: Policy, scheduler: SchedulerHealth,
-                      recovery: datetime.timedelta, pool_nodes: int | None, managed: int
-                      ) -> list[Condition]:
+                      recovery: datetime.timedelta, pool_nodes: int | None, managed: int,
+                      failed_run: OwnerInfo | None = None) -> list[Condition]:
     """``scheduler``: the compaction scheduler's health (its reason is the condition's);
     ``pool_nodes``: how many nodes the descheduler's pool holds; None while its CronJob has
-    not been created."""
+    not been created; ``failed_run``: the descheduler's last finished Job, if it failed
+    (``controller.descheduler.failed_run``)."""
     valid = Condition("Valid", True, "Valid", "spec is valid")
     mode = policy.scheduler.mode
     if not policy.enabled:
@@ -89,6 +91,9 @@ def policy_conditions(policy: Policy, scheduler: SchedulerHealth,
                             "no node matches spec.descheduler.nodeSelector "
                             f"({policy.descheduler.node_selector.render()}); "
                             "the CronJob is suspended until one does")
+    elif failed_run is not None:
+        desched = Condition("DeschedulerReady", False, "RunFailed", run_failed_message(
+            failed_run))
     elif managed == 0:
         desched = Condition("DeschedulerReady", True, "Suspended",
                             "no managed workloads; the CronJob is suspended")
@@ -96,6 +101,13 @@ def policy_conditions(policy: Policy, scheduler: SchedulerHealth,
         desched = Condition("DeschedulerReady", True, "Scheduled",
                             f"runs on {policy.descheduler.interval!r}")
     return [valid, sched, desched]
+
+
+def run_failed_message(job: OwnerInfo) -> str:
+    """What a failed descheduler run says, and where its cause is written: the Pod's log
+    (a permission it lacks is named there, as the API server refused it)."""
+    return (f"the last descheduler run, Job {job.namespace}/{job.name}, failed: {job.failure}; "
+            f"its log says why: kubectl logs -n {job.namespace} job/{job.name}")
 
 
 def status_body(policy_enabled: bool, scheduler_name: str | None, mode: str | None,

@@ -15,7 +15,7 @@ from compaction.intent import intent_for
 from compaction.workload import WorkloadType
 from controller.actions import Evict, EvictPurpose, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.plan import plan
-from controller.scheduler_health import Routing, judge
+from controller.scheduler_health import Routing, judge, pod_cause
 from controller.snapshot import NodeInfo, OwnObject, PodInfo
 from tests.unit.test_plan import (
     ANNOTATED,
@@ -182,3 +182,55 @@ def test_no_new_drain_starts_while_the_scheduler_cannot_schedule() -> None:
 
     assert drains(UP) == ("sparse",)
     assert drains(DOWN) == ()
+
+
+PULL = ('Back-off pulling image "registry.k8s.io/kube-scheduler:v0.0.0-missing": '
+        'ErrImagePull: failed to resolve reference')
+
+
+def _scheduler_pod(name: str, waiting: str, namespace: str = "compactor-system",
+                   component: str = "scheduler", deleting: bool = False) -> PodInfo:
+    return PodInfo(namespace, name, f"u-{name}", {"app.kubernetes.io/name": "compactor",
+                                                  "app.kubernetes.io/component": component},
+                   phase="Pending", waiting=waiting, deleting=deleting)
+
+
+@pytest.mark.parametrize(("pods", "cause"), [
+    pytest.param((), "", id="no-pod"),
+    pytest.param((_scheduler_pod("s-1", ""),), "", id="starting-or-running"),
+    pytest.param((_scheduler_pod("s-2", f"ImagePullBackOff: {PULL}"),
+                  _scheduler_pod("s-1", "ErrImagePull: x")),
+                 "Pod s-1 cannot start: ErrImagePull: x", id="first-by-name"),
+    pytest.param((_scheduler_pod("s-1", "CrashLoopBackOff: x", deleting=True),), "",
+                 id="a-deleted-pod-says-nothing"),
+    pytest.param((_scheduler_pod("s-1", "ErrImagePull: x", namespace="shop"),
+                  _scheduler_pod("w-1", "ErrImagePull: x", component="webhook")), "",
+                 id="not-the-schedulers"),
+])
+def test_the_scheduler_pods_waiting_reason_is_the_cause(pods: tuple[PodInfo, ...],
+                                                        cause: str) -> None:
+    assert pod_cause(pods, "compactor-system") == cause
+
+
+def test_a_pod_that_cannot_pull_its_image_is_named_in_status_and_event() -> None:
+    """The scheduler's Deployment never available (its image tag does not exist): the
+    condition and the Event name the Pod, the kubelet's reason and the image."""
+    never = _deployment(0, None, created=DOWN_AFTER * 2)
+    p = _pass((_own("ConfigMap", "compactor-scheduler-config", "r5"), never),
+              (_scheduler_pod("compactor-scheduler-abc", f"ImagePullBackOff: {PULL}"),))
+    (status,) = p.of(WriteStatus)
+    (cond,) = [c for c in status.status["conditions"] if c["type"] == "SchedulerReady"]
+    assert (cond["status"], cond["reason"]) == ("False", "Unavailable")
+    assert cond["message"].endswith(
+        f"; Pod compactor-scheduler-abc cannot start: ImagePullBackOff: {PULL}")
+    (event,) = [e for e in p.of(RecordEvent)
+                if e.body["reason"] == "CompactionSchedulerUnavailable"]
+    assert "ImagePullBackOff" in event.body["message"] and "v0.0.0-missing" in \
+        event.body["message"]
+    # A rollout stuck on a bad image, the old Pod still running: available, and said.
+    stuck = _pass(UP, (_scheduler_pod("compactor-scheduler-new", "ErrImagePull: x"),))
+    (status,) = stuck.of(WriteStatus)
+    (cond,) = [c for c in status.status["conditions"] if c["type"] == "SchedulerReady"]
+    assert (cond["status"], cond["reason"]) == ("True", "Available")
+    assert cond["message"] == ("compactor-scheduler is running; Pod compactor-scheduler-new "
+                               "cannot start: ErrImagePull: x")
