@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 from localcluster.cluster.control_plane import tools_bin
-from localcluster.node import netns
+from localcluster.node import kubelet, netns
 from localcluster.node.cluster import node_bin
 
 _INSIDE = "--inside"
@@ -37,15 +38,24 @@ def main(argv: list[str]) -> int:
         inner = [sys.executable, "-m", "localcluster.node", _INSIDE, "--", *argv]
         return subprocess.run(netns.unshare_argv(inner), check=False, env=env).returncode
     netns.setup_inside()
-    try:
-        return subprocess.run(argv, check=False).returncode
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        left = netns.sweep()
-        if left:
-            print(f"localcluster.node: ended {len(left)} leftover process(es) in the namespace:"
-                  f" {left}", file=sys.stderr)
+    with tempfile.NamedTemporaryFile("r", prefix="compactor-node-cgroups-") as record:
+        try:
+            env = {**os.environ, netns.CGROUPS_ENV: record.name}
+            code = subprocess.run(argv, check=False, env=env).returncode
+            return 128 - code if code < 0 else code  # killed by a signal: as a shell says
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            left = netns.sweep()
+            if left:
+                print(f"localcluster.node: ended {len(left)} leftover process(es) in the"
+                      f" namespace: {left}", file=sys.stderr)
+            # A harness killed mid-run leaves its Pods' processes (in namespaces of their
+            # own) and its cgroup tree: end those processes by PID, remove the tree.
+            for root in set(record.read().split()):
+                problems = kubelet.remove_cgroup_root(root)
+                if problems:
+                    print(f"localcluster.node: {'; '.join(problems)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -226,6 +226,10 @@ class NodeCluster:
         }))
         paths.config.write_text(kubelet.config(paths, netns.NODE_IP, self.cgroup_root))
         kubelet.create_cgroup_root(self.cgroup_root)
+        record = os.environ.get(netns.CGROUPS_ENV)
+        if record:
+            with open(record, "a") as out:
+                out.write(self.cgroup_root + "\n")
         proc = self._spawn("kubelet", kubelet.argv(self.config.node_bin_dir, paths, kubeconfig,
                                                    self.name, netns.NODE_IP))
         proc.wait_healthy(

@@ -30,6 +30,9 @@ _INTERNAL = [ipaddress.ip_network(n) for n in ("127.0.0.0/8", "::1/128", "fe80::
 _LOCAL_TYPES = {"local", "broadcast", "anycast", "multicast"}
 # The launcher records the namespace it was started in, for when PID 1's cannot be read.
 OUTER_ENV = "COMPACTOR_NODE_OUTER_NETNS"
+# A file the launcher names, where each cluster inside lists the cgroup tree it makes, so the
+# launcher can end and remove what a killed harness left there.
+CGROUPS_ENV = "COMPACTOR_NODE_CGROUPS"
 
 
 class NotIsolated(RuntimeError):

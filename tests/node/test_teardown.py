@@ -62,3 +62,40 @@ def test_stop_leaves_no_process_mount_or_cgroup(tmp_path: Path) -> None:
     assert left["cgroups"] == []
     assert left["bridge"] == []
     assert "leftover process" not in done.stderr  # the launcher's sweep found nothing
+
+
+KILLED = """
+import os, signal, sys, time
+from pathlib import Path
+from localcluster.cluster.kube import path
+from localcluster.node import containerd
+from localcluster.node.cluster import NodeCluster, NodeConfig
+
+node = NodeCluster(NodeConfig(workdir=Path(sys.argv[1]), images=(Path(sys.argv[2]),))).start()
+kube = node.client()
+kube.create(path("pods", "default"), {"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "pause"}, "spec": {"containers": [{"name": "pause",
+    "image": containerd.SANDBOX_IMAGE, "imagePullPolicy": "Never"}]}})
+deadline = time.monotonic() + 90
+while kube.get(path("pods", "default", "pause"))["status"].get("phase") != "Running":
+    assert time.monotonic() < deadline, "pause never ran"
+    time.sleep(0.2)
+print(node.cgroup_root, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no teardown runs
+"""
+
+
+def test_the_launcher_ends_what_a_killed_harness_left(tmp_path: Path) -> None:
+    """The harness dies with its Pods running: the launcher ends the processes left in its
+    namespace and the Pods' processes (in namespaces of their own) by their cgroup, and
+    removes the kubelet's cgroup tree."""
+    pause = [str(a) for a, tag in images().items() if tag == containerd.SANDBOX_IMAGE]
+    done = subprocess.run(
+        [sys.executable, "-m", "localcluster.node", "--", sys.executable, "-c", KILLED,
+         str(tmp_path / "work"), *pause],
+        check=False, capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    assert done.returncode == 128 + 9, done.stderr[-3000:]  # the harness's SIGKILL
+    root = done.stdout.strip().splitlines()[-1].strip("/")
+    assert root.startswith("compactor-node-")
+    assert "leftover process" in done.stderr  # etcd, the API server, containerd, a shim, ...
+    assert list(Path("/sys/fs/cgroup").glob(f"*/{root}")) == []
