@@ -54,13 +54,15 @@ node: $(STAMP) tools images
 	images="$$(bash tools/build-images.sh)" && \
 	  COMPACTOR_IMAGES_DIR="$$images" $(BIN)/python -m localcluster.node -- $(BIN)/pytest tests/node
 
-## demo: start the embedded local cluster and keep it up until Ctrl-C
+## demo: start the embedded local cluster and keep it up until Ctrl-C; REAL_NODE=1: every
+## Compactor part from its image on a real node, installed with kustomize (root; builds the
+## node and the images, runs in a network namespace of its own)
 ## AUTOSCALER=karpenter: the nodes come from a Karpenter NodePool (its kwok provider, built
 ## first), which removes the nodes the compaction empties
 AUTOSCALER ?= none
 demo: $(STAMP) tools
 	@if [[ "$(AUTOSCALER)" == karpenter ]]; then bash tools/build-karpenter.sh >/dev/null; fi
-	$(BIN)/python -m localcluster.demo --autoscaler $(AUTOSCALER)
+	$(BIN)/python -m localcluster.demo $(if $(REAL_NODE),--real-node) --autoscaler $(AUTOSCALER)
 
 ## bench: webhook latency/throughput vs the bare stack, cold burst, through the API server;
 ## the drain planner's pass on 100 to 5,000 synthetic nodes, one policy and twenty sharing them

@@ -204,6 +204,17 @@ class DeschedulerRun:
     log: str
 
 
+def evicted_pods(log: str) -> list[tuple[str, str]]:
+    """(namespace/name, node) of each eviction a descheduler's log (at --v=3) reports."""
+    evicted = []
+    for line in log.splitlines():
+        if '"Evicted pod"' in line and 'pod="' in line:
+            pod = line.split('pod="', 1)[1].split('"', 1)[0]
+            node = line.split('node="', 1)[1].split('"', 1)[0] if 'node="' in line else ""
+            evicted.append((pod, node))
+    return evicted
+
+
 class CompactorStack:
     """Webhook, controller and compaction scheduler as processes, each with its own
     ServiceAccount token and the RBAC of deploy/; descheduler runs on demand."""
@@ -373,13 +384,7 @@ class CompactorStack:
             f.write(log)
         if out.returncode != 0:
             raise RuntimeError(f"descheduler failed:\n{log[-3000:]}")
-        evicted = []
-        for line in log.splitlines():
-            if '"Evicted pod"' in line and 'pod="' in line:
-                pod = line.split('pod="', 1)[1].split('"', 1)[0]
-                node = line.split('node="', 1)[1].split('"', 1)[0] if 'node="' in line else ""
-                evicted.append((pod, node))
-        return DeschedulerRun(evicted, log)
+        return DeschedulerRun(evicted_pods(log), log)
 
 
 def start_local(cluster: Cluster, workdir: Path, resync_seconds: float = 2.0,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from localcluster import Cluster, ClusterConfig
 from localcluster.cluster.karpenter import Karpenter
 from localcluster.cluster.kube import Kube
 from localcluster.cluster.stack import start_local
+from localcluster.demo import real_node
 from localcluster.demo.compaction_run import Outcome, run
 from localcluster.demo.measure import (
     cpu_millis,
@@ -57,11 +59,17 @@ def main() -> None:
                         help="karpenter: the nodes come from a NodePool (Karpenter's kwok "
                              "provider, built by tools/build-karpenter.sh), which removes the "
                              "nodes the compaction empties")
+    parser.add_argument("--real-node", action="store_true",
+                        help="every Compactor part from its image on a real node (kubelet, "
+                             "containerd), installed from deploy/ with kustomize, in a network "
+                             "namespace of its own (root; builds the node and the images)")
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
     parser.add_argument("--repeat", type=int, default=0, metavar="N",
                         help="run N times, each on a fresh cluster, print the runs side by "
                              "side and exit")
     args = parser.parse_args()
+    if args.real_node:
+        sys.exit(real_node.main(args, sys.argv[1:]))
     if args.repeat:
         repeat(args.repeat, args.small, args.spread, args.out, args.autoscaler)
         return

@@ -9,7 +9,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -18,7 +18,7 @@ from compaction.packing import ffd_around, ffd_packing, lower_bound
 from localcluster.cluster.control_plane import Cluster
 from localcluster.cluster.karpenter import NodeCensus
 from localcluster.cluster.kube import Kube
-from localcluster.cluster.stack import CompactorStack, DeschedulerRun
+from localcluster.cluster.stack import DeschedulerRun
 from localcluster.demo.measure import (
     PodFact,
     Report,
@@ -29,7 +29,18 @@ from localcluster.demo.measure import (
     snapshot,
 )
 from localcluster.demo.nodepool import NodePool
-from localcluster.demo.scenario import Scenario, apply_policy, create, settled
+from localcluster.demo.scenario import Provision, Scenario, apply_policy, create, settled
+
+
+class Stack(Protocol):
+    """What a run asks of Compactor: its parts as processes (``CompactorStack``), or as Pods
+    deployed on a real node (``localcluster.node.deployed.DeployedStack``)."""
+
+    def start_scheduler(self) -> object: ...
+
+    def run_descheduler(self, policy: str) -> DeschedulerRun: ...
+
+    def controller_metric(self, name: str, **labels: str) -> float: ...
 
 
 @dataclass
@@ -115,15 +126,17 @@ def forecast(cluster: Cluster, scenario: Scenario, **policy: Any) -> dict[str, A
     return found
 
 
-def run(cluster: Cluster, kube: Kube, stack: CompactorStack, scenario: Scenario,
+def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
         interval: float = 1.0, quiet_runs: int = 3, max_runs: int = 200,
         max_seconds: float = 600.0, patience: int = 6, log: bool = False,
-        pool: NodePool | None = None, **policy: Any) -> Outcome:
+        pool: NodePool | None = None, provision: Provision | None = None,
+        **policy: Any) -> Outcome:
     """Create the scenario, apply its policy (``policy`` overrides fields of its spec) and run
     the descheduler every ``interval`` the way its CronJob would, until nothing changes. With
-    ``pool``, Karpenter makes the nodes and removes those the compaction empties."""
+    ``pool``, Karpenter makes the nodes and removes those the compaction empties; with
+    ``provision``, that makes them (a real node's harness, say)."""
     node_names = create(cluster, kube, scenario,
-                        provision=pool.provision if pool is not None else None)
+                        provision=pool.provision if pool is not None else provision)
     before = snapshot(kube)
     predicted = forecast(cluster, scenario, **policy)
     started = time.monotonic()

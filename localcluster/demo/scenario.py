@@ -7,13 +7,14 @@ Parameterised: ``standard()`` is the demo's 12 nodes, ``small()`` the end-to-end
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction import names
 from compaction.policy import policy_id
 from localcluster.cluster.control_plane import KWOK_ANNOTATION, Cluster, NodeShape
 from localcluster.cluster.kube import Kube, path, wait_for
+from localcluster.node.cluster import KWOK_TOLERATION
 
 PAUSE = "registry.k8s.io/pause:3.10"
 POLICY = "compact-production"
@@ -64,6 +65,8 @@ class Scenario:
     # Several policies instead of the one ``POLICY`` with ``policy_spec``.
     teams: tuple[TeamPolicy, ...] = ()
     protected: bool = True  # create the things that must never move
+    # Fields of every Pod template of the scenario (``on_kwok``'s toleration and selector).
+    pod_spec: dict[str, Any] = field(default_factory=dict)
 
     @property
     def policies(self) -> tuple[TeamPolicy, ...]:
@@ -117,6 +120,13 @@ def small() -> Scenario:
         App("production", "cache", 2, "1", "3Gi", kind="StatefulSet"),
         App("batch", "worker", 3, "750m", "2Gi"),
     ))
+
+
+def on_kwok(scenario: Scenario) -> Scenario:
+    """The scenario beside a real node (``localcluster.node``): every Pod tolerates the kwok
+    nodes' taint and selects them, so the real node runs Compactor's Pods and nothing else."""
+    return replace(scenario, pod_spec={"tolerations": [KWOK_TOLERATION],
+                                       "nodeSelector": {"type": "kwok"}})
 
 
 def _team_spec(limits: int, namespaces: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -206,31 +216,34 @@ def create(cluster: Cluster, kube: Kube, scenario: Scenario, wait: bool = True,
     for app in scenario.apps:
         kube.create(path(app.kind.lower() + "s", app.namespace), _workload(
             app.kind, app.name, app.replicas,
-            _template({"app": app.name}, app.cpu, app.memory)))
+            _template({"app": app.name}, app.cpu, app.memory, extra=scenario.pod_spec)))
     if scenario.protected:
-        _protected(kube)
+        _protected(kube, scenario.pod_spec)
     if wait:
         wait_for("every scenario Pod Running", lambda: settled(kube, scenario), timeout=180,
                  interval=0.5)
     return nodes
 
 
-def _protected(kube: Kube) -> None:
+def _protected(kube: Kube, extra: dict[str, Any] | None = None) -> None:
+    extra = extra or {}
     kube.create(path("deployments", "production"), _workload("Deployment", "pinned", 1, _template(
         {"app": "pinned"}, "500m", "1Gi",
-        {names.SAFE_TO_EVICT_ANNOTATION: "false"})))
+        {names.SAFE_TO_EVICT_ANNOTATION: "false"}, extra)))
     kube.create(path("deployments", "production"), _workload("Deployment", "payments", 2,
                                                              _template({"app": "payments"},
-                                                                       "500m", "1Gi")))
+                                                                       "500m", "1Gi",
+                                                                       extra=extra)))
     kube.create(path("poddisruptionbudgets", "production"), {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "payments"},
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "payments"}}}})
-    ds = _workload("DaemonSet", "node-agent", 0, _template({"app": "node-agent"}, "50m", "64Mi"))
+    ds = _workload("DaemonSet", "node-agent", 0, _template({"app": "node-agent"}, "50m", "64Mi",
+                                                           extra=extra))
     del ds["spec"]["replicas"]
     kube.create(path("daemonsets", "production"), ds)
     kube.create(path("deployments", "kube-system"), _workload("Deployment", "dns", 2, _template(
-        {"app": "dns"}, "100m", "128Mi")))
+        {"app": "dns"}, "100m", "128Mi", extra=extra)))
     kube.create(path("priorityclasses"), {
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
         "metadata": {"name": "overprovisioning"}, "value": -10, "globalDefault": False,
@@ -238,7 +251,7 @@ def _protected(kube: Kube) -> None:
     kube.create(path("deployments", "headroom"), _workload(
         "Deployment", "capacity-reservation", 2, _template(
             {"app": "capacity-reservation"}, "1", "2Gi",
-            extra={"priorityClassName": "overprovisioning"})))
+            extra={**extra, "priorityClassName": "overprovisioning"})))
 
 
 def settled(kube: Kube, scenario: Scenario) -> bool:

@@ -1,0 +1,232 @@
+"""Compactor as its users deploy it, on the real node: deploy/ applied with kustomize, only the
+image set. The webhook and the controller run from Compactor's image, and so do the Pods the
+controller creates (the compaction scheduler's Deployment, each policy's descheduler CronJob).
+
+``DeployedStack`` is what a compaction run asks of Compactor when every part is a Pod: the
+compaction scheduler is there once its Deployment is available, and a descheduler run is the
+next Job its CronJob starts, read from that Job's Pod log.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from compaction import names
+from localcluster.cluster import scrape
+from localcluster.cluster.control_plane import ROOT, Cluster
+from localcluster.cluster.kube import Kube, path, wait_for
+from localcluster.cluster.stack import DeschedulerRun, evicted_pods
+
+NAMESPACE = names.INSTALL_NAMESPACE
+WEBHOOK = "compactor-webhook"
+CONTROLLER = "compactor-controller"
+SCHEDULER = "compactor-scheduler"
+METRICS_PORT, WEBHOOK_PORT = 8080, 8443
+
+
+def kustomize() -> str | None:
+    """kustomize as tools/build-node.sh builds it (beside the kubelet), else on PATH."""
+    built = Path(os.environ.get("COMPACTOR_NODE_BIN", "")) / "kustomize"
+    if os.environ.get("COMPACTOR_NODE_BIN") and built.exists():
+        return str(built)
+    return shutil.which("kustomize")
+
+
+def kustomization(image: str, workdir: Path) -> Path:
+    """A copy of deploy/ with Compactor's image set, as the install guide says:
+    ``kustomize edit set image compactor=<image>``. Where kustomize is not built, the same
+    ``images`` entry is written by hand."""
+    target = workdir / "deploy"
+    shutil.copytree(ROOT / "deploy", target, dirs_exist_ok=True)
+    binary = kustomize()
+    if binary:
+        subprocess.run([binary, "edit", "set", "image", f"compactor={image}"], cwd=target,
+                       check=True, capture_output=True, text=True)
+        return target
+    repository, tag = image.rsplit(":", 1)
+    file = target / "kustomization.yaml"
+    doc = yaml.safe_load(file.read_text())
+    doc["images"] = [{"name": "compactor", "newName": repository, "newTag": tag}]
+    file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return target
+
+
+def install(cluster: Cluster, image: str, workdir: Path) -> Path:
+    """``kubectl apply --server-side -k`` of the kustomization; returns its directory."""
+    directory = kustomization(image, workdir)
+    done = subprocess.run(
+        [str(cluster.bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", "apply",
+         "--server-side", "-k", str(directory)],
+        check=False, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"kubectl apply -k failed:\n{done.stdout}\n{done.stderr}")
+    return directory
+
+
+def uninstall(cluster: Cluster, directory: Path) -> None:
+    """``kubectl delete -k``: the objects of the install, and every Pod with its namespace."""
+    subprocess.run(
+        [str(cluster.bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", "delete", "-k",
+         str(directory), "--ignore-not-found", "--wait=true", "--timeout=180s"],
+        check=False, capture_output=True, text=True, timeout=240)
+
+
+def _time(stamp: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def seconds_to_ready(pod: dict[str, Any]) -> float | None:
+    """From the Pod's creation to its Ready condition (whole seconds, as the API keeps them)."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            return (_time(c["lastTransitionTime"])
+                    - _time(pod["metadata"]["creationTimestamp"])).total_seconds()
+    return None
+
+
+def component_pods(kube: Kube, component: str) -> list[dict[str, Any]]:
+    return [p for p in kube.items(path("pods", NAMESPACE),
+                                  f"app.kubernetes.io/component={component}")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def _available(kube: Kube, deployment: str, replicas: int) -> bool:
+    found = kube.find(path("deployments", NAMESPACE, deployment, api="apis/apps/v1"))
+    status = (found or {}).get("status") or {}
+    return bool(status.get("availableReplicas", 0) >= replicas
+                and status.get("updatedReplicas", 0) >= replicas)
+
+
+def _metrics(url: str) -> str:
+    return httpx.get(url, verify=False, timeout=5).text
+
+
+def webhook_metric(kube: Kube, name: str, **labels: str) -> float:
+    """The series of ``name`` summed over the webhook's Pods, read at their own addresses."""
+    return sum(scrape.sample(_metrics(f"https://{p['status']['podIP']}:{WEBHOOK_PORT}/metrics"),
+                             name, labels)
+               for p in component_pods(kube, "webhook") if p["status"].get("podIP"))
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What the install took: each Pod's start to Ready, and the install to the first
+    admission the API server sent through the webhook's Service."""
+
+    pods_to_ready: dict[str, float]
+    seconds_to_admission: float
+
+
+def wait_installed(kube: Kube, timeout: float = 300.0) -> Installed:
+    """Both webhook replicas Ready through their probes, both controller replicas available,
+    the webhook configuration given its CA by the controller, and the API server calling the
+    webhook through its Service (probe Pods in a namespace of their own, until the webhook
+    counts one)."""
+    started = time.monotonic()
+    wait_for("the webhook's two replicas Ready", lambda: _available(kube, WEBHOOK, 2),
+             timeout=timeout, interval=1.0)
+    wait_for("the controller's two replicas available", lambda: _available(kube, CONTROLLER, 2),
+             timeout=timeout, interval=1.0)
+    wait_for("the webhook configuration's caBundle", lambda: all(
+        w.get("clientConfig", {}).get("caBundle") for w in kube.get(
+            path("mutatingwebhookconfigurations", name=WEBHOOK))["webhooks"]),
+        timeout=timeout, interval=1.0)
+    probe_ns = f"probe-{uuid.uuid4().hex[:6]}"
+    kube.ensure_namespace(probe_ns, default_service_account=True)
+
+    def called() -> bool:
+        # Bare Pods (the webhook skips them) that no node selects: they stay Pending.
+        kube.create(path("pods", probe_ns), {"metadata": {"generateName": "probe-"}, "spec": {
+            "nodeSelector": {"compactor.dev/probe": "none"},
+            "containers": [{"name": "c", "image": "p"}]}})
+        return webhook_metric(kube, "compactor_admission_requests_total",
+                              outcome="skipped") > 0
+    try:
+        wait_for("the API server to call the webhook through its Service", called,
+                 timeout=timeout, interval=1.0)
+    finally:
+        kube.delete(path("namespaces", name=probe_ns))
+    pods = {p["metadata"]["name"]: seconds_to_ready(p)
+            for c in ("webhook", "controller") for p in component_pods(kube, c)}
+    return Installed({k: v for k, v in pods.items() if v is not None},
+                     time.monotonic() - started)
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One descheduler Job's Pod: when it started and finished, and what it evicted."""
+
+    pod: str
+    created: datetime.datetime
+    finished: datetime.datetime | None
+    evicted: int
+
+
+class DeployedStack:
+    """Compactor's parts as Pods on the real node, for ``compaction_run.run``: nothing runs
+    here but reads of the cluster (Deployments, Job Pods and their logs, metrics)."""
+
+    def __init__(self, kube: Kube, workdir: Path, job_timeout: float = 240.0) -> None:
+        self.kube, self.dir, self.job_timeout = kube, workdir, job_timeout
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.seen: set[str] = set()  # descheduler Job Pods already read
+        self.jobs: list[JobRun] = []
+        self.scheduler_seconds: float | None = None  # the policy to its Deployment available
+
+    def start_scheduler(self, timeout: float = 300.0) -> float:
+        """Until the compaction scheduler's Deployment (the controller creates it for the
+        policy) has an available replica; returns how long that took."""
+        started = time.monotonic()
+        wait_for("the compaction scheduler's Deployment available",
+                 lambda: _available(kube=self.kube, deployment=SCHEDULER, replicas=1),
+                 timeout=timeout, interval=0.5)
+        self.scheduler_seconds = time.monotonic() - started
+        return self.scheduler_seconds
+
+    def _finished_job_pod(self, policy: str) -> dict[str, Any] | None:
+        selector = (f"{names.POLICY_LABEL}={policy},"
+                    "app.kubernetes.io/component=descheduler")
+        done = [p for p in self.kube.items(path("pods", NAMESPACE), selector)
+                if p["metadata"]["uid"] not in self.seen
+                and p["status"].get("phase") in ("Succeeded", "Failed")]
+        done.sort(key=lambda p: p["metadata"]["creationTimestamp"])
+        return done[0] if done else None
+
+    def run_descheduler(self, policy: str) -> DeschedulerRun:
+        """The next run of the policy's CronJob that this stack has not read: waits for its
+        Job's Pod to finish, then reads its log (the Job's Pod stays until the CronJob's
+        history limit removes it, one schedule later)."""
+        pod = wait_for(f"a finished descheduler Job of {policy}",
+                       lambda: self._finished_job_pod(policy), timeout=self.job_timeout,
+                       interval=1.0)
+        meta = pod["metadata"]
+        self.seen.add(meta["uid"])
+        log = self.kube.raw(path("pods", NAMESPACE, meta["name"], sub="log")).text
+        with (self.dir / "descheduler.log").open("a") as f:
+            f.write(f"--- {meta['name']}\n{log}")
+        if pod["status"]["phase"] == "Failed":
+            raise RuntimeError(f"descheduler Job Pod {meta['name']} failed:\n{log[-3000:]}")
+        evicted = evicted_pods(log)
+        ended = [s.get("state", {}).get("terminated", {}).get("finishedAt")
+                 for s in pod["status"].get("containerStatuses") or []]
+        self.jobs.append(JobRun(meta["name"], _time(meta["creationTimestamp"]),
+                                _time(ended[0]) if ended and ended[0] else None, len(evicted)))
+        return DeschedulerRun(evicted, log)
+
+    def controller_metric(self, name: str, **labels: str) -> float:
+        """``name`` summed over the controller's replicas (the standby counts nothing)."""
+        return sum(scrape.sample(_metrics(f"http://{p['status']['podIP']}:{METRICS_PORT}"
+                                          "/metrics"), name, labels)
+                   for p in component_pods(kube=self.kube, component="controller")
+                   if p["status"].get("podIP"))

@@ -1,0 +1,71 @@
+"""The pieces of the real-node compaction that need no cluster: the kustomization's image,
+a descheduler log's evictions, a Pod's start to Ready, and when a run reached its nodes."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from localcluster.cluster.control_plane import ROOT
+from localcluster.cluster.stack import evicted_pods
+from localcluster.demo.real_node import Progress, every_minute, images
+from localcluster.demo.scenario import on_kwok, standard
+from localcluster.node import deployed
+from localcluster.node.cluster import KWOK_TOLERATION
+
+
+def test_the_kustomization_sets_only_the_image(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deployed, "kustomize", lambda: None)
+    directory = deployed.kustomization("compactor:abc123", tmp_path)
+    doc = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    assert doc["images"] == [{"name": "compactor", "newName": "compactor", "newTag": "abc123"}]
+    original = yaml.safe_load((ROOT / "deploy" / "kustomization.yaml").read_text())
+    assert {k: v for k, v in doc.items() if k != "images"} == {
+        k: v for k, v in original.items() if k != "images"}
+
+
+def test_a_descheduler_log_names_each_eviction_and_its_node() -> None:
+    log = "\n".join([
+        'I1204 "Evicted pod" pod="production/web-1" reason="" strategy="HighNodeUtilization" '
+        'node="node-03"',
+        'I1204 "Number of evicted pods" totalEvicted=1',
+        'I1204 "Evicted pod" pod="batch/worker-2"',
+    ])
+    assert evicted_pods(log) == [("production/web-1", "node-03"), ("batch/worker-2", "")]
+
+
+def test_seconds_to_ready_from_the_pods_own_times() -> None:
+    pod = {"metadata": {"creationTimestamp": "2026-12-04T18:00:00Z"},
+           "status": {"conditions": [{"type": "Ready", "status": "True",
+                                      "lastTransitionTime": "2026-12-04T18:00:07Z"}]}}
+    assert deployed.seconds_to_ready(pod) == 7.0
+    assert deployed.seconds_to_ready({"metadata": pod["metadata"], "status": {}}) is None
+
+
+def test_progress_counts_from_the_last_time_the_nodes_were_reached() -> None:
+    start = datetime.datetime(2026, 12, 4, 18, 0, tzinfo=datetime.UTC)
+    progress = Progress.__new__(Progress)
+    progress.samples = [(start + datetime.timedelta(seconds=s), n)
+                        for s, n in ((10, 12), (20, 7), (30, 8), (40, 7), (50, 7))]
+    assert progress.reached(7, start) == 40.0
+    assert progress.reached(6, start) is None
+
+
+def test_the_scenario_on_kwok_tolerates_and_selects_the_kwok_nodes() -> None:
+    scenario = on_kwok(standard())
+    assert scenario.pod_spec == {"tolerations": [KWOK_TOLERATION],
+                                 "nodeSelector": {"type": "kwok"}}
+    assert standard().pod_spec == {}
+    policy = every_minute(scenario)["descheduler"]
+    assert policy["interval"] == "* * * * *"
+    assert policy["maxNoOfPodsToEvictTotal"] == 1
+
+
+def test_images_reads_the_listing(tmp_path: Path) -> None:
+    (tmp_path / "images.txt").write_text("compactor-1.tar compactor:1\npause.tar pause:3\n")
+    assert images(tmp_path) == {tmp_path / "compactor-1.tar": "compactor:1",
+                                tmp_path / "pause.tar": "pause:3"}
