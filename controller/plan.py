@@ -25,17 +25,22 @@ from compaction.intent import Intent
 from compaction.policy import Policy, SchedulerMode
 from compaction.precedence import select
 from compaction.resource_plan import Composition
-from compaction.safety import EVICTABLE_KINDS
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
-from controller import descheduler, drain_memo, resources, runtime_hook, scheduler_objects
+from controller import (
+    descheduler,
+    drain_memo,
+    last_valid_spec,
+    resources,
+    runtime_hook,
+    scheduler_health,
+    scheduler_objects,
+)
 from controller.actions import (
     Action,
     Apply,
     Create,
     Delete,
-    Evict,
-    EvictPurpose,
     Patch,
     Plan,
     Target,
@@ -49,19 +54,8 @@ from controller.node_taints import plan_taints
 from controller.objects import format_time
 from controller.pod_runtime import RuntimeSettings, scheduler_image
 from controller.pods import OwnerIndex, pod_patch, stale_copies
-from controller.scheduler_health import (
-    DOWN_AFTER,
-    FALLBACK,
-    RECOVERY,
-    STRANDED_AFTER,
-    Routing,
-    SchedulerHealth,
-    judge,
-    pod_cause,
-)
+from controller.scheduler_health import DOWN_AFTER, RECOVERY, STRANDED_AFTER, SchedulerHealth
 from controller.snapshot import (
-    LAST_VALID_GENERATION,
-    LAST_VALID_SPEC,
     EvaluationObject,
     NodeInfo,
     OwnerInfo,
@@ -73,7 +67,6 @@ from controller.snapshot import (
 from controller.status import (
     Condition,
     invalid_conditions,
-    kept_conditions,
     policy_conditions,
     render_conditions,
     run_failed_message,
@@ -124,9 +117,14 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     evaluation = snapshot.evaluation.evaluation if snapshot.evaluation else DEFAULT
     out = _Pass()
     _evaluation(snapshot.evaluation, settings, now, out)
-    health, fell_back = _health(snapshot, active, settings, now)
+    health, fell_back = scheduler_health.assess(
+        snapshot.policies, _own(snapshot).get(("Deployment", scheduler_objects.DEPLOYMENT)),
+        any(p.scheduler.mode is SchedulerMode.MANAGED for p in active), snapshot.pods,
+        settings.namespace, now, settings.scheduler_down_after, settings.scheduler_recovery)
     up = health.routes
-    _routing_events(health, fell_back, settings, out)
+    out.actions += scheduler_health.routing_events(
+        health, fell_back, settings.namespace, scheduler_objects.DEPLOYMENT,
+        settings.scheduler_recovery)
     composed = resources.compositions(snapshot, evaluation)
     decided = _workloads(snapshot.workloads, active, evaluation, composed, up, out)
     index = OwnerIndex.build(snapshot.owners)
@@ -150,7 +148,10 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     _pods(snapshot.pods, members, draining, up, out)
     _runtime_hook(decided, members, node_labels, pools, snapshot.pods, settings, memory, now,
                   waiting, out)
-    stranded = _stranded(snapshot.pods, members, health, settings, now, out)
+    stranded = scheduler_health.stranded(
+        snapshot.pods, members, health, now, settings.scheduler_down_after,
+        settings.intent_grace, settings.stranded_after)
+    out.actions += stranded
     out.actions += plan_taints(snapshot.nodes, drains, {p.id: p for p in active}, memory, now)
     _scheduler(active, snapshot, settings, memory, now, out)
     sizes = _deschedulers(active, pools, observed, out.managed, snapshot, settings, memory,
@@ -163,69 +164,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
         ((pod, m.workload.key) for pod in snapshot.pods if (m := members.get(pod.key))), now))
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
                 out.suppressions, out.skipped, tuple(drains), tuple(out.selections),
-                blocking.newly, memo, health.routing.value, stranded)
-
-
-# --- the compaction scheduler's health -------------------------------------------------
-
-
-def _health(snapshot: Snapshot, active: list[Policy], settings: PlanSettings,
-            now: datetime.datetime) -> tuple[SchedulerHealth, bool]:
-    """Whether new Pods may go to the compaction scheduler, and whether the last pass sent
-    them elsewhere (read from the status it wrote, so a restart changes nothing)."""
-    fell_back = any(
-        c.get("type") == "SchedulerReady" and c.get("reason") in FALLBACK
-        for obj in snapshot.policies for c in obj.status.get("conditions") or []
-        if isinstance(c, Mapping))
-    own = _own(snapshot).get(("Deployment", scheduler_objects.DEPLOYMENT))
-    if own is None and not any(p.scheduler.mode is SchedulerMode.MANAGED for p in active):
-        return SchedulerHealth(Routing.STARTING), fell_back  # nothing is sent to it
-    return judge(own, fell_back, now, settings.scheduler_down_after,
-                 settings.scheduler_recovery,
-                 pod_cause(snapshot.pods, settings.namespace)), fell_back
-
-
-def _routing_events(health: SchedulerHealth, fell_back: bool, settings: PlanSettings,
-                    out: _Pass) -> None:
-    """An Event on the scheduler's Deployment when new Pods start going elsewhere, and when
-    they go to it again."""
-    if health.routes == fell_back:
-        reason = "CompactionSchedulerRestored" if health.routes else \
-            "CompactionSchedulerUnavailable"
-        out.actions.append(namespaced_event(
-            "Deployment", settings.namespace, scheduler_objects.DEPLOYMENT, "", reason,
-            health.message(settings.scheduler_recovery),
-            "Normal" if health.routes else "Warning"))
-
-
-def _stranded(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
-              health: SchedulerHealth, settings: PlanSettings, now: datetime.datetime,
-              out: _Pass) -> int:
-    """Pods left Pending on the compaction scheduler while it cannot schedule, for longer
-    than ``stranded_after``, are replaced through the Eviction API (budgets decide), so that
-    their owners recreate them with the intent in force, which names no scheduler now. Only
-    Pods of the kinds the eviction table allows, and only once admission has had the intent
-    grace to see the fallen-back intent. Returns how many."""
-    if health.routing is not Routing.UNAVAILABLE:
-        return 0
-    fell_back_at = (health.since or now) + settings.scheduler_down_after
-    if now - fell_back_at < settings.intent_grace:
-        return 0
-    count = 0
-    for pod in pods:
-        m = members.get(pod.key)
-        if (m is None or pod.scheduler_name != names.MANAGED_SCHEDULER or not pod.unbound
-                or pod.created is None
-                or now - pod.created < settings.stranded_after
-                or m.workload.view.kind not in EVICTABLE_KINDS):
-            continue
-        count += 1
-        out.actions.append(Evict(pod.namespace, pod.name, pod.uid, m.workload.path, then=(
-            workload_event(m.workload, "StrandedPodReplaced", (
-                f"pod {pod.name} waited {now - pod.created} for {names.MANAGED_SCHEDULER}, "
-                "which has no available replica; evicted so that it is recreated for the "
-                "default scheduler"), "Warning"),), purpose=EvictPurpose.STRANDED))
-    return count
+                blocking.newly, memo, health.routing.value, len(stranded))
 
 
 # --- workloads ----------------------------------------------------------------------
@@ -554,29 +493,16 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int],
             conditions = policy_conditions(policy, health, settings.scheduler_recovery,
                                            pools.get(obj.id), count, failed_runs.get(obj.id))
             if obj.policy is None:
-                conditions[0] = kept_conditions(obj.problems, obj.last_valid_generation)
-                _kept_event(obj, conditions[0].message, memory, now, out)
+                conditions[0], events = last_valid_spec.kept(obj, memory, now)
+                out.actions += events
             body = status_body(policy.enabled, policy.scheduler.scheduler_name,
                                policy.scheduler.mode.value, count, obj.generation,
                                render_conditions(conditions, previous, obj.generation, stamp))
-            body[LAST_VALID_SPEC] = dict(obj.spec) if obj.policy is not None else \
-                obj.status.get(LAST_VALID_SPEC)
-            body[LAST_VALID_GENERATION] = obj.generation if obj.policy is not None else \
-                obj.last_valid_generation
+            body.update(last_valid_spec.status_fields(obj))
             if obj.id in drains:
                 body["plan"] = _plan_status(drains[obj.id])
         if not same_status(obj.status, body):
             out.actions.append(WriteStatus(obj.status_path, body))
-
-
-def _kept_event(obj: PolicyObject, message: str, memory: Memory, now: datetime.datetime,
-                out: _Pass) -> None:
-    key = f"invalid/{obj.key}/{obj.generation}"
-    if memory.recently(key, now):
-        return
-    text = f"spec of generation {obj.generation} is invalid: {message}"
-    out.actions.append(namespaced_event(obj.kind, obj.namespace, obj.name, obj.uid,
-                                        "InvalidSpecIgnored", text, "Warning", key))
 
 
 def _evaluation(present: EvaluationObject | None, settings: PlanSettings,
