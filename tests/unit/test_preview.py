@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import random
 import subprocess
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -325,3 +326,30 @@ def test_the_report_module_does_no_io() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def _first_fit_decreasing(items: Sequence[tuple[int, ...]], capacity: tuple[int, ...],
+                          opened: Sequence[tuple[int, ...]] = ()) -> int:
+    """First fit decreasing as written in a textbook: every item scans every node."""
+    bins = [list(b) for b in opened]
+    for item in sorted(items, key=lambda i: max(x / c for x, c in zip(i, capacity, strict=True)
+                                                if c > 0), reverse=True):
+        for b in bins:
+            if all(u + x <= c for u, x, c in zip(b, item, capacity, strict=True)):
+                for k, x in enumerate(item):
+                    b[k] += x
+                break
+        else:
+            bins.append(list(item))
+    return len(bins)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ffd_packs_as_the_textbook_first_fit_decreasing_does(seed: int) -> None:
+    rng = random.Random(seed)
+    shapes = [(rng.choice([50, 100, 250, 900]), rng.choice([64, 128, 512, 2048]), 1)
+              for _ in range(rng.randint(1, 6))]
+    items = [rng.choice(shapes) for _ in range(rng.randint(0, 400))]
+    capacity = (4000, 16384, 110)
+    opened = [(rng.randint(0, 3000), rng.randint(0, 9000), 3) for _ in range(rng.randint(0, 5))]
+    assert packing.ffd(items, capacity, opened) == _first_fit_decreasing(items, capacity, opened)
