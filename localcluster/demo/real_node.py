@@ -33,7 +33,7 @@ from localcluster.demo.scenario import (
     on_kwok,
     standard,
 )
-from localcluster.node import deployed, netns
+from localcluster.node import deployed, install, netns
 from localcluster.node.cluster import NodeCluster, NodeConfig
 from localcluster.node.deployed import DeployedStack, Installed, JobRun
 
@@ -174,7 +174,7 @@ def clean_up(node: NodeCluster, kube: Kube, scenario: Scenario, directory: Path)
         time.sleep(1.0)
     for name in scenario.node_names:
         kube.delete(path("nodes", name=name))
-    deployed.uninstall(node.cluster, directory)
+    install.uninstall(node.cluster, directory)
 
 
 def _inside(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """Compactor as its users deploy it, on the real node: deploy/ applied with kustomize, only the
-image set. The webhook and the controller run from Compactor's image, and so do the Pods the
-controller creates (the compaction scheduler's Deployment, each policy's descheduler CronJob).
+image set (``localcluster.node.install``). The webhook and the controller run from Compactor's
+image, and so do the Pods the controller creates (the compaction scheduler's Deployment, each
+policy's descheduler CronJob).
 
 ``DeployedStack`` is what a compaction run asks of Compactor when every part is a Pod: the
 compaction scheduler is there once its Deployment is available, and a descheduler run is the
@@ -10,9 +11,6 @@ next Job its CronJob starts, read from that Job's Pod log.
 from __future__ import annotations
 
 import datetime
-import os
-import shutil
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass
@@ -20,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 
 from compaction import names
 from localcluster.cluster import scrape
-from localcluster.cluster.control_plane import ROOT, Cluster
+from localcluster.cluster.control_plane import Cluster
 from localcluster.cluster.kube import Kube, path, wait_for
 from localcluster.cluster.stack import DeschedulerRun, evicted_pods
+from localcluster.node import install as kustomize_install
 
 NAMESPACE = names.INSTALL_NAMESPACE
 WEBHOOK = "compactor-webhook"
@@ -35,64 +33,16 @@ SCHEDULER = "compactor-scheduler"
 METRICS_PORT, WEBHOOK_PORT = 8080, 8443
 
 
-def kustomize() -> str | None:
-    """kustomize as tools/build-node.sh builds it (beside the kubelet), else on PATH."""
-    built = Path(os.environ.get("COMPACTOR_NODE_BIN", "")) / "kustomize"
-    if os.environ.get("COMPACTOR_NODE_BIN") and built.exists():
-        return str(built)
-    return shutil.which("kustomize")
-
-
-def kustomization(image: str, workdir: Path) -> Path:
-    """A copy of deploy/ with Compactor's image set, as the install guide says:
-    ``kustomize edit set image compactor=<image>``. Where kustomize is not built, the same
-    ``images`` entry is written by hand."""
-    target = workdir / "deploy"
-    shutil.copytree(ROOT / "deploy", target, dirs_exist_ok=True)
-    binary = kustomize()
-    if binary:
-        subprocess.run([binary, "edit", "set", "image", f"compactor={image}"], cwd=target,
-                       check=True, capture_output=True, text=True)
-        return target
-    repository, tag = image.rsplit(":", 1)
-    file = target / "kustomization.yaml"
-    doc = yaml.safe_load(file.read_text())
-    doc["images"] = [{"name": "compactor", "newName": repository, "newTag": tag}]
-    file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return target
-
-
 def install(cluster: Cluster, image: str, workdir: Path) -> Path:
-    """``kubectl apply --server-side -k`` of the kustomization; returns its directory."""
-    directory = kustomization(image, workdir)
-    done = subprocess.run(
-        [str(cluster.bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", "apply",
-         "--server-side", "-k", str(directory)],
-        check=False, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"kubectl apply -k failed:\n{done.stdout}\n{done.stderr}")
+    """deploy/ with only the image set, applied as a user applies it (``install``); returns the
+    kustomization's directory, for ``install.uninstall``."""
+    directory = kustomize_install.kustomization(image, workdir)
+    kustomize_install.apply(cluster, directory)
     return directory
-
-
-def uninstall(cluster: Cluster, directory: Path) -> None:
-    """``kubectl delete -k``: the objects of the install, and every Pod with its namespace."""
-    subprocess.run(
-        [str(cluster.bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", "delete", "-k",
-         str(directory), "--ignore-not-found", "--wait=true", "--timeout=180s"],
-        check=False, capture_output=True, text=True, timeout=240)
 
 
 def _time(stamp: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
-def seconds_to_ready(pod: dict[str, Any]) -> float | None:
-    """From the Pod's creation to its Ready condition (whole seconds, as the API keeps them)."""
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready" and c.get("status") == "True":
-            return (_time(c["lastTransitionTime"])
-                    - _time(pod["metadata"]["creationTimestamp"])).total_seconds()
-    return None
 
 
 def component_pods(kube: Kube, component: str) -> list[dict[str, Any]]:
@@ -157,7 +107,7 @@ def wait_installed(kube: Kube, timeout: float = 300.0) -> Installed:
                  timeout=timeout, interval=1.0)
     finally:
         kube.delete(path("namespaces", name=probe_ns))
-    pods = {p["metadata"]["name"]: seconds_to_ready(p)
+    pods = {p["metadata"]["name"]: kustomize_install.seconds_to_ready(p)
             for c in ("webhook", "controller") for p in component_pods(kube, c)}
     return Installed({k: v for k, v in pods.items() if v is not None},
                      time.monotonic() - started)

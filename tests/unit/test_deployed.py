@@ -1,31 +1,15 @@
-"""The pieces of the real-node compaction that need no cluster: the kustomization's image,
-a descheduler log's evictions, a Pod's start to Ready, and when a run reached its nodes."""
+"""The pieces of the real-node compaction that need no cluster: a descheduler log's
+evictions, when a run reached its nodes, the scenario on kwok, the images' listing."""
 
 from __future__ import annotations
 
 import datetime
 from pathlib import Path
 
-import pytest
-import yaml
-
-from localcluster.cluster.control_plane import ROOT
 from localcluster.cluster.stack import evicted_pods
 from localcluster.demo.real_node import Progress, every_minute, images
 from localcluster.demo.scenario import on_kwok, standard
-from localcluster.node import deployed
 from localcluster.node.cluster import KWOK_TOLERATION
-
-
-def test_the_kustomization_sets_only_the_image(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(deployed, "kustomize", lambda: None)
-    directory = deployed.kustomization("compactor:abc123", tmp_path)
-    doc = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    assert doc["images"] == [{"name": "compactor", "newName": "compactor", "newTag": "abc123"}]
-    original = yaml.safe_load((ROOT / "deploy" / "kustomization.yaml").read_text())
-    assert {k: v for k, v in doc.items() if k != "images"} == {
-        k: v for k, v in original.items() if k != "images"}
 
 
 def test_a_descheduler_log_names_each_eviction_and_its_node() -> None:
@@ -36,14 +20,6 @@ def test_a_descheduler_log_names_each_eviction_and_its_node() -> None:
         'I1204 "Evicted pod" pod="batch/worker-2"',
     ])
     assert evicted_pods(log) == [("production/web-1", "node-03"), ("batch/worker-2", "")]
-
-
-def test_seconds_to_ready_from_the_pods_own_times() -> None:
-    pod = {"metadata": {"creationTimestamp": "2026-12-04T18:00:00Z"},
-           "status": {"conditions": [{"type": "Ready", "status": "True",
-                                      "lastTransitionTime": "2026-12-04T18:00:07Z"}]}}
-    assert deployed.seconds_to_ready(pod) == 7.0
-    assert deployed.seconds_to_ready({"metadata": pod["metadata"], "status": {}}) is None
 
 
 def test_progress_counts_from_the_last_time_the_nodes_were_reached() -> None:
