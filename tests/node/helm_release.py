@@ -1,0 +1,154 @@
+"""Compactor installed with its Helm chart on the real node, as the install guide says: only the
+image values set, the Service-based webhook ``clientConfig`` unchanged (which only the real
+node's isolated network namespace allows), and everything removed again afterwards so the next
+module starts on a clean cluster.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from localcluster import Kube
+from localcluster.cluster.control_plane import ROOT, Cluster
+from localcluster.cluster.kube import path, wait_for
+from localcluster.node import netns
+from tests.node.conftest import IMAGES_ENV
+
+CHART = ROOT / "deploy" / "helm" / "compactor"
+NS = "compactor-system"
+RELEASE = "compactor"
+APPS = "apis/apps/v1"
+BATCH = "apis/batch/v1"
+POLICIES = "apis/compactor.dev/v1alpha1"
+CRDS = ("clustercompactionpolicies", "compactionpolicies", "policyevaluations",
+        "staticpolicies", "clusterstaticpolicies")
+# Two shared cores, other real-node runs beside this one: minutes, not seconds.
+READY = 300.0
+
+
+@functools.cache
+def compactor_image() -> str:
+    """Compactor's tag among the images tools/build-images.sh built (its images.txt, read
+    once: a later build may replace that directory while the tests run)."""
+    listing = Path(os.environ[IMAGES_ENV]) / "images.txt"
+    tags = [line.split()[1] for line in listing.read_text().splitlines() if line.strip()]
+    (found,) = [t for t in tags if t.rsplit(":", 1)[0].split("/")[-1] == "compactor"]
+    return found
+
+
+@dataclass(frozen=True)
+class Helm:
+    """helm against the real node's API server, its cache and config in a folder of the test's."""
+
+    cluster: Cluster
+    home: Path
+
+    def run(self, *args: str, check: bool = True,
+            timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "HELM_CACHE_HOME": str(self.home / "cache"),
+               "HELM_CONFIG_HOME": str(self.home / "config"),
+               "HELM_DATA_HOME": str(self.home / "data")}
+        done = subprocess.run([str(self.cluster.bin / "helm"),
+                               f"--kubeconfig={self.cluster.kubeconfig}", *args],
+                              check=False, capture_output=True, text=True, env=env,
+                              timeout=timeout)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def install(self, image: str, *sets: str) -> str:
+        """``helm install`` with the image values (and ``sets``); refused outside the real
+        node's namespace, where the API server would dial the webhook Service's endpoints on
+        the host's network."""
+        netns.require_isolated()
+        repository, tag = image.rsplit(":", 1)
+        args = ["install", RELEASE, str(CHART), "-n", NS, "--create-namespace",
+                "--set", f"image.repository={repository}", "--set", f"image.tag={tag}"]
+        for s in sets:
+            args += ["--set", s]
+        return self.run(*args).stdout
+
+    def uninstall(self, kube: Kube) -> None:
+        """What the install guide says removes everything: the policies first (the controller
+        removes the scheduler, garbage collection the CronJobs), ``helm uninstall``, the CRDs
+        and the namespace; returns once the namespace is gone."""
+        for plural in ("clustercompactionpolicies", "compactionpolicies"):
+            if kube.find(path(plural, api=POLICIES)) is not None:
+                kubectl(self.cluster, "delete", plural, "--all", "--all-namespaces",
+                        "--wait=true", "--timeout=120s", check=False)
+        if _deployment(kube, "compactor-controller") is not None:
+            wait_for("the controller to remove the compaction scheduler", lambda: _deployment(
+                kube, "compactor-scheduler") is None or None, 120.0, 1.0)
+        self.run("uninstall", RELEASE, "-n", NS, "--wait", "--timeout=180s", check=False,
+                 timeout=240.0)
+        kubectl(self.cluster, "delete", "crd", *(f"{c}.compactor.dev" for c in CRDS),
+                "--ignore-not-found", "--wait=true", "--timeout=120s", check=False)
+        kube.delete(path("namespaces", name=NS))
+        wait_for(f"namespace {NS} gone", lambda: kube.find(
+            path("namespaces", name=NS)) is None or None, READY, 1.0)
+
+
+def kubectl(cluster: Cluster, *args: str, timeout: float = 300.0,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(cluster.bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}",
+                           *args], check=False, capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def _deployment(kube: Kube, name: str) -> dict[str, Any] | None:
+    return kube.find(path("deployments", NS, name, api=APPS))
+
+
+def available(kube: Kube, name: str, replicas: int) -> dict[str, Any] | None:
+    """The Deployment once ``replicas`` of its current generation are available."""
+    found = _deployment(kube, name)
+    status = (found or {}).get("status") or {}
+    done = (status.get("availableReplicas", 0) == replicas
+            and status.get("updatedReplicas", 0) == replicas
+            and status.get("replicas", 0) == replicas
+            and status.get("observedGeneration") == (found or {}).get("metadata", {})
+            .get("generation"))
+    return found if done else None
+
+
+def pods(kube: Kube, component: str) -> list[dict[str, Any]]:
+    return [p for p in kube.items(path("pods", NS), f"app.kubernetes.io/component={component}")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def _time(stamp: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def seconds_to_ready(pod: dict[str, Any]) -> float | None:
+    """From the Pod's creation to its Ready condition, in the API's whole seconds."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            return (_time(c["lastTransitionTime"])
+                    - _time(pod["metadata"]["creationTimestamp"])).total_seconds()
+    return None
+
+
+def holder(kube: Kube) -> str | None:
+    """The controller replica holding its Lease."""
+    lease = kube.find(path("leases", NS, "compactor-controller", api="apis/coordination.k8s.io/v1"))
+    return str((lease or {}).get("spec", {}).get("holderIdentity") or "") or None
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or []
+                 if c.get("type") == kind), {})
+
+
+def events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    """core/v1 Events about ``name`` in ``namespace``."""
+    return [e for e in kube.items(path("events", namespace))
+            if e["involvedObject"].get("name") == name]
