@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import httpx
 import yaml
 
 from compaction.packing import ffd_around, lower_bound
@@ -233,11 +234,14 @@ def race(contender: str, nodes: int, seed: int, workdir: Path, quiet: float,
             while time.monotonic() - started < max_seconds:
                 step()
                 time.sleep(1.0)
-                for p in snapshot(kube):
-                    where.setdefault((p.namespace, p.name), p.node)
                 new, offset = _evictions(cluster.audit_log, offset)
+                try:
+                    for p in snapshot(kube):
+                        where.setdefault((p.namespace, p.name), p.node)
+                    now = _state(kube)
+                except httpx.HTTPError:  # a busy API server: the next round asks again
+                    now = state
                 evicted += [(ns, n, where.get((ns, n), "")) for ns, n in new]
-                now = _state(kube)
                 if now != state:
                     state, changed = now, time.monotonic()
                 elif time.monotonic() - changed >= quiet and settled(kube, after_drop):

@@ -238,9 +238,12 @@ def provision(kube: Kube, pool: str, count: int, shape: NodeShape, timeout: floa
                                      "resources": {"requests": {"cpu": cpu}}}]}}}})
 
     def spiked() -> list[str] | None:
-        pods = kube.items(path("pods", SPIKE_NAMESPACE))
+        try:
+            pods = kube.items(path("pods", SPIKE_NAMESPACE))
+            nodes = [n for n in pool_nodes(kube, pool) if _ready(n)]
+        except httpx.HTTPError:  # an API server busy with a hundred new nodes: ask again
+            return None
         running = [p for p in pods if p["status"].get("phase") == "Running"]
-        nodes = [n for n in pool_nodes(kube, pool) if _ready(n)]
         return sorted(n["metadata"]["name"] for n in nodes) \
             if len(running) == count and len(nodes) >= count else None
     names = wait_for(f"{count} nodes from the NodePool {pool}", spiked, timeout=timeout,
