@@ -13,7 +13,7 @@ import datetime
 import functools
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,7 @@ from controller.snapshot import (
     NodeInfo,
     OwnerInfo,
     OwnObject,
+    PdbInfo,
     PodInfo,
     PolicyObject,
     Snapshot,
@@ -139,7 +140,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     # their scheduler cannot schedule (a drain's evictees would wait for it).
     waiting = set() if up else {p.id for p in active if p.scheduler.mode is SchedulerMode.MANAGED}
     paused = frozenset(waiting | _converging(snapshot.pods, members, pools, node_labels,
-                                             settings.exempt_schedulers, up))
+                                             settings.exempt_schedulers, up, snapshot.pdbs))
     drains, memo = drain_memo.reuse_or_plan(
         memory.drains, [(p, pools[p.id]) for p in active], snapshot.nodes, snapshot.pods,
         {k: m.member for k, m in members.items()}, snapshot.pdbs, now, settings.drain_timeout,
@@ -280,19 +281,23 @@ def _pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership
 def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Membership],
                 pools: Mapping[str, LabelSelector],
                 node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
-                up: bool) -> set[str]:
+                up: bool, pdbs: Sequence[PdbInfo] = ()) -> set[str]:
     """Policies whose runtime hook still has Pods to replace: it starts no new drain
     meanwhile (the drains under way go on), since the hook's replacements and a drain's
     evictees would contend for the same room, and an evictee that finds none comes back to
     the node it left. Only Pods the hook would replace count, by the hook's own rule: one it
     never replaces (a DaemonSet's, local storage, outside the pool...) must not hold the
-    drains for ever."""
+    drains for ever. Nor does one whose PodDisruptionBudget allows no disruption now: its
+    eviction is refused until the budget allows one, which for ``maxUnavailable: 0`` is
+    never, and no replacement of it contends for room meanwhile."""
     out: set[str] = set()
     intents: dict[tuple[str, WorkloadType], Intent | None] = {}
     for pod in pods:
         m = members.get(pod.key)
         if m is None or m.policy is None or not m.policy.set_labels_by_eviction or \
                 m.policy.id in out or pod.phase != "Running" or m.workload.suppressed:
+            continue
+        if any(pdb.covers(pod) and pdb.disruptions_allowed <= 0 for pdb in pdbs):
             continue
         which = (m.policy.id, m.workload.view.kind)
         if which not in intents:

@@ -21,6 +21,7 @@ from controller.snapshot import (
     OwnObject,
     PodInfo,
     Snapshot,
+    parse_pdb,
     parse_policy_object,
 )
 from controller.workloads import WorkloadObject, workload_object
@@ -296,3 +297,24 @@ def test_no_new_drain_starts_while_the_runtime_hook_still_re_admits_pods() -> No
                 SETTINGS, NOW)
     assert held.drains[0].freeable == ("sparse",)  # still shown as freeable...
     assert held.drains[0].draining == () and _taint_patches(held) == []  # ...not started
+
+
+def test_a_pod_its_budget_keeps_from_the_runtime_hook_does_not_hold_the_drains() -> None:
+    """A Pod placed before the policy behind a PDB with maxUnavailable: 0: the hook's eviction
+    is refused for ever, so waiting for its replacement would start no drain ever again."""
+    allocatable = {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 110_000}
+    nodes = (NodeInfo("dense", {}, allocatable), NodeInfo("sparse", {}, allocatable))
+    policy = _policy(setLabelsByEviction=True)
+    settled = (_on("d1", "dense", True, 2000), _on("s1", "sparse", True))
+    guarded = replace(_on("x1", "dense", False), labels={"app": "payments"})
+    budget = parse_pdb({"metadata": {"namespace": "shop", "name": "payments"},
+                        "spec": {"selector": {"matchLabels": {"app": "payments"}}},
+                        "status": {"disruptionsAllowed": 0}})
+    workloads = (_deploy(LABELLED, ANNOTATED),)
+    go = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads,
+                        pods=(*settled, guarded), pdbs=(budget,)), SETTINGS, NOW)
+    assert go.drains[0].draining == ("sparse",) and len(_taint_patches(go)) == 1
+    allowed = replace(budget, disruptions_allowed=1)
+    held = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads,
+                          pods=(*settled, guarded), pdbs=(allowed,)), SETTINGS, NOW)
+    assert held.drains[0].draining == () and _taint_patches(held) == []
