@@ -64,7 +64,7 @@ def uninstall(cluster: Cluster, directory: Path) -> None:
             "--timeout=300s", timeout=360.0)
 
 
-def _time(stamp: str) -> datetime.datetime:
+def timestamp(stamp: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
@@ -72,6 +72,6 @@ def seconds_to_ready(pod: dict[str, Any]) -> float | None:
     """From the Pod's creation to its Ready condition, in the API's whole seconds."""
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready" and c.get("status") == "True":
-            return (_time(c["lastTransitionTime"])
-                    - _time(pod["metadata"]["creationTimestamp"])).total_seconds()
+            return (timestamp(c["lastTransitionTime"])
+                    - timestamp(pod["metadata"]["creationTimestamp"])).total_seconds()
     return None

@@ -295,6 +295,12 @@ def test_the_controller_issues_the_tls_secret_the_webhook_loads_from_its_volume(
         node: NodeCluster, kube: Kube, installed: Installed) -> None:
     tls = secret(kube)
     assert set(tls) == {"ca.crt", "ca.key", "tls.crt", "tls.key", "ca-bundle.crt"}
+    # How long the webhook Pods had to wait for it (their volume cannot mount before).
+    issued = kube.get(path("secrets", NS, "compactor-webhook-tls"))["metadata"]
+    created = min(p["metadata"]["creationTimestamp"] for p in pods(kube, "webhook"))
+    installed.figures["TLS Secret issued, after the webhook Pods' creation (s)"] = (
+        install.timestamp(issued["creationTimestamp"]) - install.timestamp(created)
+    ).total_seconds()
     mwc = kube.get(path("mutatingwebhookconfigurations", name="compactor-webhook"))
     (hook,) = mwc["webhooks"]
     assert hook["clientConfig"]["service"] == {"name": "compactor-webhook", "namespace": NS,
