@@ -65,10 +65,12 @@ demo: $(STAMP) tools
 	$(BIN)/python -m localcluster.demo $(if $(REAL_NODE),--real-node) --autoscaler $(AUTOSCALER)
 
 ## bench: webhook latency/throughput vs the bare stack, cold burst, through the API server;
-## the drain planner's pass on 100 to 5,000 synthetic nodes, one policy and twenty sharing them
+## the drain planner's pass on 100 to 5,000 synthetic nodes, one policy and twenty sharing them;
+## the whole kubectl compactor plan (list and plan) on 5,000 kwok nodes and 150,500 Pods
 bench: $(STAMP) tools
 	$(BIN)/python -m loadtest.driver
 	$(BIN)/python -m loadtest.planner
+	$(BIN)/python -m loadtest.preview
 
 ## bench-e2e: 100, 300 and 500 nodes (~30 Pods each): how reconcile time, peak RSS and API
 ## requests/min grow, the targets judged at 500; then compaction at 100 nodes (not in CI)

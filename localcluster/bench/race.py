@@ -116,6 +116,8 @@ class Result:
     pdb_violations: int
     launched: int
     seconds: float
+    # Nodes in use after that only placeholders or Compactor's own Pods hold (and DaemonSets).
+    held_by_riders: int = 0
 
     @property
     def per_removed(self) -> float | None:
@@ -124,6 +126,16 @@ class Result:
 
 def _in_use(pods: Sequence[PodFact]) -> set[str]:
     return nodes_with(p for p in pods if p.app != "node-agent")
+
+
+def _held_by_riders(after: Sequence[PodFact]) -> int:
+    """Nodes in use whose Pods (DaemonSets aside) are all placeholders or Compactor's own."""
+    by_node: dict[str, set[bool]] = defaultdict(set)
+    for p in after:
+        if p.node and p.app != "node-agent":
+            rider = p.namespace == "compactor-system" or p.app == "capacity-reservation"
+            by_node[p.node].add(rider)
+    return sum(1 for kinds in by_node.values() if kinds == {True})
 
 
 def _packing(after: Sequence[PodFact], shape_cpu: int, shape_mem: int) -> tuple[int, int]:
@@ -261,12 +273,13 @@ def race(contender: str, nodes: int, seed: int, workdir: Path, quiet: float,
         len(evicted), census.removed, _bounced(evicted, before, after),
         len(protected_before - {p.uid for p in after}),
         len({p.uid for p in before if p.app == "payments"} - {p.uid for p in after}),
-        census.launched, seconds)
+        census.launched, seconds, _held_by_riders(after))
     log(f"  {contender:9s} nodes={nodes} seed={seed}: in use {result.in_use_before} -> "
         f"{result.in_use_after} (packing {packing}, bound {bound}), {result.evictions} "
         f"evictions, {result.removed} removed, {result.launched} launched, "
         f"{result.bounced} bounced, protected moved {result.protected_moved}, PDB "
-        f"{result.pdb_violations}, {seconds:.0f} s")
+        f"{result.pdb_violations}, {seconds:.0f} s, {result.held_by_riders} held only by "
+        "placeholders or Compactor's Pods")
     return result
 
 
