@@ -259,6 +259,8 @@ def race(contender: str, nodes: int, seed: int, workdir: Path, quiet: float,
                 elif time.monotonic() - changed >= quiet and settled(kube, after_drop):
                     break
             seconds = changed - started
+            if contender == "compactor":
+                _log_plan(kube, after_drop, log)
             watch.stop()
             census = watch.census(kube)
             after = snapshot(kube)
@@ -281,6 +283,16 @@ def race(contender: str, nodes: int, seed: int, workdir: Path, quiet: float,
         f"{result.pdb_violations}, {seconds:.0f} s, {result.held_by_riders} held only by "
         "placeholders or Compactor's Pods")
     return result
+
+
+def _log_plan(kube: Kube, scenario: Scenario, log: Callable[[str], None]) -> None:
+    """What the policy's status says keeps each node it cannot free, by the first reason."""
+    team = scenario.policies[0]
+    plan = (kube.get(team.path).get("status") or {}).get("plan") or {}
+    reasons = Counter(u["reasons"][0].split(": ")[-1][:60] if u.get("reasons") else "?"
+                      for u in plan.get("unremovable", []))
+    log(f"    plan: {plan.get('nodesInUse')} in use, freeable {plan.get('freeableNodes')}, "
+        f"draining {plan.get('drainingNodes')}; kept by: {dict(reasons)}")
 
 
 def _settle(kube: Kube, scenario: Scenario, timeout: float) -> None:

@@ -1,0 +1,151 @@
+"""`make bench`: the whole ``kubectl compactor plan`` on a large cluster, its wall time and
+peak memory.
+
+The local cluster's kwok with 5,000 nodes and about 150,000 Pods (``loadtest.kwok_cluster``:
+the planner benchmark's mix, every Pod bound and Running), then the installed plugin run as
+a subprocess, as an admin runs it: ``kubectl-compactor plan -f policy.yaml -o json`` with one
+policy over the mix's namespaces. It lists nodes, Pods, budgets, namespaces and the owning
+workloads page by page from the API server, plans with the controller's planner and prints
+the report. Each run's wall time (start to exit) and peak RSS (``wait4``'s ``ru_maxrss`` of
+that one child) are measured; targets: under 20 s and under 1 GiB, judged on the median time
+and the largest RSS. The report is checked to judge every node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from compaction import names
+from loadtest.kwok_cluster import NAMESPACES, Shape, build
+from localcluster import Cluster, ClusterConfig
+
+PLUGIN: Final = str(Path(sys.executable).parent / "kubectl-compactor")
+# No watch cache of Pods: before it serves a list, the cache would decode every Pod written
+# into etcd (on a loaded machine, for longer than the run); lists read etcd page by page, as
+# from an API server whose cache is cold. No compaction of etcd: on a loaded machine the list
+# can outlast its five minutes, and its continue token would expire.
+APISERVER_FLAGS: Final = ("--watch-cache-sizes=pods#0", "--etcd-compaction-interval=0")
+TARGET_SECONDS: Final = 20.0
+TARGET_RSS: Final = 2**30
+POLICY: Final = {
+    "apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
+    "metadata": {"name": "bench"},
+    "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": list(NAMESPACES)}},
+             "descheduler": {"highNodeUtilization": {
+                 "thresholds": {"cpu": 65, "memory": 65, "pods": 65}}}}}
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    cpu: float  # seconds of CPU, user and system, of the child alone: on a loaded machine,
+    # what it would take without waiting for a core
+    rss: int  # bytes, the child's peak
+    nodes_in_use: int
+    freeable: int
+    pods_to_move: int
+
+
+def preview(kubeconfig: Path, policy: Path) -> Run:
+    """One run of the plugin as a child of its own, timed and measured by ``wait4``."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.monotonic()
+        child = subprocess.Popen([PLUGIN, "plan", "-f", str(policy), "--kubeconfig",
+                                  str(kubeconfig), "-o", "json"], stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.monotonic() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if child.returncode != 0:
+            raise SystemExit(f"the preview failed ({child.returncode}): "
+                             f"{err.read().decode()[-2000:]}")
+        report: dict[str, Any] = json.loads(out.read())
+    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024,
+               len(report["nodesInUse"]), len(report["freeable"]), report["podsToMove"])
+
+
+def measure(nodes: int, runs: int, keep: bool) -> tuple[Shape, list[Run]]:
+    workdir = Path(tempfile.mkdtemp(prefix="compactor-bench-preview-"))
+    try:
+        with Cluster(ClusterConfig(workdir=workdir, start_timeout=300,
+                                   apiserver_flags=APISERVER_FLAGS)) as cluster:
+            cluster.start_kwok()
+            kube = cluster.client()
+            print(f"building {nodes:,} kwok nodes and their Pods ...", flush=True)
+            shape = build(cluster, kube, nodes)
+            print(f"built {shape.nodes:,} nodes and {shape.pods:,} Pods in "
+                  f"{shape.seconds:.0f} s", flush=True)
+            policy = workdir / "policy.yaml"
+            policy.write_text(yaml.safe_dump(POLICY))
+            done = []
+            for i in range(runs):
+                done.append(preview(cluster.kubeconfig, policy))
+                print(f"  run {i + 1}: {done[-1].seconds:.1f} s ({done[-1].cpu:.1f} s of CPU), "
+                      f"{done[-1].rss / 2**20:.0f} MiB", flush=True)
+            kube.close()
+            return shape, done
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def verdicts(shape: Shape, runs: Sequence[Run]) -> list[tuple[str, bool, str]]:
+    median = statistics.median(r.seconds for r in runs)
+    rss = max(r.rss for r in runs)
+    last = runs[-1]
+    return [
+        (f"the whole preview under {TARGET_SECONDS:.0f} s (median of {len(runs)})",
+         median < TARGET_SECONDS, f"{median:.1f} s"),
+        ("its peak RSS under 1 GiB (the largest)", rss < TARGET_RSS, f"{rss / 2**20:.0f} MiB"),
+        ("every node judged in use", last.nodes_in_use == shape.nodes,
+         f"{last.nodes_in_use} of {shape.nodes}"),
+        ("nodes freed", last.freeable > 0, f"{last.freeable}"),
+    ]
+
+
+def table(shape: Shape, runs: Sequence[Run]) -> str:
+    seconds = [r.seconds for r in runs]
+    cpu = [r.cpu for r in runs]
+    rss = [r.rss / 2**20 for r in runs]
+    return "\n".join([
+        "| nodes | Pods | runs | wall time: median (min – max) | CPU time: median "
+        "| peak RSS: max (min) | freeable | Pods to move |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| {shape.nodes:,} | {shape.pods:,} | {len(runs)} | {statistics.median(seconds):.1f} s "
+        f"({min(seconds):.1f} – {max(seconds):.1f}) | {statistics.median(cpu):.1f} s "
+        f"| {max(rss):.0f} MiB ({min(rss):.0f}) | {runs[-1].freeable:,} "
+        f"| {runs[-1].pods_to_move:,} |"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the cluster's directory")
+    args = parser.parse_args()
+    shape, runs = measure(args.nodes, args.runs, args.keep)
+    print(table(shape, runs))
+    checks = verdicts(shape, runs)
+    for what, ok, figure in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {what}: {figure}")
+    if not all(ok for _, ok, _ in checks):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
