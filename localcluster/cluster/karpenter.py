@@ -196,7 +196,7 @@ def _established(kube: Kube, name: str) -> bool:
     crd = kube.get(path("customresourcedefinitions", name=name,
                         api="apis/apiextensions.k8s.io/v1"))
     return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in (crd.get("status") or {}).get("conditions", []))
+               for c in (crd.get("status") or {}).get("conditions") or [])
 
 
 def pool_nodes(kube: Kube, pool: str) -> list[dict[str, Any]]:
