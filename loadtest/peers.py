@@ -24,7 +24,6 @@ import argparse
 import base64
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from compaction.intent import Intent
 from loadtest import creators
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.cluster import scrape
+from localcluster.cluster.control_plane import built
 from localcluster.cluster.kube import path, wait_for
 from localcluster.cluster.process import Process, free_port
 from localcluster.cluster.procstat import cpu_seconds, peak_rss_mib
@@ -160,9 +160,7 @@ def ratios(rows: list[Summary]) -> list[str]:
 
 
 def _kyverno_bin() -> Path:
-    out = subprocess.run(["bash", str(ROOT / "tools" / "build-kyverno.sh")], check=True,
-                         stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+    return built("build-kyverno.sh")
 
 
 def _owners(kube: Kube) -> dict[str, Any]:

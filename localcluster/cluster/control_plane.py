@@ -22,17 +22,20 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 MANUAL_STATUS = "compactor.test/kwok-status"
 
 
+def built(script: str) -> Path:
+    """The directory a tools/ build script prints last, after it has built (or found in its
+    cache) what its pins say; its progress and errors go to stderr as they come."""
+    out = subprocess.run(["bash", str(ROOT / "tools" / script)], check=False,
+                         stdout=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        raise StartupError(f"tools/{script} failed (see its messages above)")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
 def tools_bin() -> Path:
     """The cached control-plane binaries, built first if the pins changed (tools/build.sh)."""
     override = os.environ.get("COMPACTOR_TOOLS_BIN")
-    if override:
-        return Path(override)
-    out = subprocess.run(
-        ["bash", str(ROOT / "tools" / "build.sh")], check=False, stdout=subprocess.PIPE, text=True
-    )
-    if out.returncode != 0:
-        raise StartupError("tools/build.sh failed (see its messages above)")
-    return Path(out.stdout.strip().splitlines()[-1])
+    return Path(override) if override else built("build.sh")
 
 
 # What the audit log keeps when asked for: Pod creations and evictions (who, when, the

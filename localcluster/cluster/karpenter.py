@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -23,9 +22,9 @@ from typing import Any, Final
 import httpx
 import yaml
 
-from localcluster.cluster.control_plane import ROOT, Cluster, NodeShape
+from localcluster.cluster.control_plane import Cluster, NodeShape, built
 from localcluster.cluster.kube import Kube, path, wait_for
-from localcluster.cluster.process import Process, StartupError, free_port
+from localcluster.cluster.process import Process, free_port
 
 NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
 DISRUPTED_TAINT: Final = "karpenter.sh/disrupted"
@@ -45,13 +44,7 @@ def karpenter_dir() -> Path:
     """The directory of the cached build (``bin/karpenter-kwok`` and ``crds/karpenter``), built
     first if its pin changed; ``COMPACTOR_KARPENTER_DIR`` overrides it."""
     override = os.environ.get("COMPACTOR_KARPENTER_DIR")
-    if override:
-        return Path(override)
-    out = subprocess.run(["bash", str(ROOT / "tools" / "build-karpenter.sh")], check=False,
-                         stdout=subprocess.PIPE, text=True)
-    if out.returncode != 0:
-        raise StartupError("tools/build-karpenter.sh failed (see its messages above)")
-    return Path(out.stdout.strip().splitlines()[-1]).parent
+    return Path(override) if override else built("build-karpenter.sh").parent
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,19 @@ import httpx
 import yaml
 
 from localcluster.cluster import pki
-from localcluster.cluster.control_plane import Cluster, ClusterConfig, NodeShape, tools_bin
+from localcluster.cluster.control_plane import (
+    Cluster,
+    ClusterConfig,
+    NodeShape,
+    built,
+    tools_bin,
+)
 from localcluster.cluster.kube import Kube, path
-from localcluster.cluster.process import Process, StartupError
+from localcluster.cluster.process import Process
 from localcluster.node import cni, containerd, kubelet, netns
 from localcluster.node.containerd import ContainerdPaths
 from localcluster.node.kubelet import KubeletPaths
 
-ROOT = Path(__file__).resolve().parents[2]
 SERVICE_IP = "10.0.0.1"  # the first address of control_plane.SERVICE_CIDR: `kubernetes`
 API_PORT = 443
 KWOK_TAINT = {"key": "compactor.dev/kwok-node", "value": "true", "effect": "NoSchedule"}
@@ -40,13 +45,7 @@ KWOK_TOLERATION = {"key": KWOK_TAINT["key"], "operator": "Equal", "value": KWOK_
 def node_bin() -> Path:
     """The node's binaries, built first if the pins changed (tools/build-node.sh)."""
     override = os.environ.get("COMPACTOR_NODE_BIN")
-    if override:
-        return Path(override)
-    out = subprocess.run(["bash", str(ROOT / "tools" / "build-node.sh")], check=False,
-                         stdout=subprocess.PIPE, text=True)
-    if out.returncode != 0:
-        raise StartupError("tools/build-node.sh failed (see its messages above)")
-    return Path(out.stdout.strip().splitlines()[-1])
+    return Path(override) if override else built("build-node.sh")
 
 
 @dataclass(frozen=True)
