@@ -28,7 +28,6 @@ from localcluster.node import install as kustomize_install
 
 NAMESPACE = names.INSTALL_NAMESPACE
 WEBHOOK = "compactor-webhook"
-CONTROLLER = "compactor-controller"
 SCHEDULER = "compactor-scheduler"
 METRICS_PORT, WEBHOOK_PORT = 8080, 8443
 
@@ -41,23 +40,6 @@ def install(cluster: Cluster, image: str, workdir: Path) -> Path:
     return directory
 
 
-def _time(stamp: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
-def component_pods(kube: Kube, component: str) -> list[dict[str, Any]]:
-    return [p for p in kube.items(path("pods", NAMESPACE),
-                                  f"app.kubernetes.io/component={component}")
-            if not p["metadata"].get("deletionTimestamp")]
-
-
-def _available(kube: Kube, deployment: str, replicas: int) -> bool:
-    found = kube.find(path("deployments", NAMESPACE, deployment, api="apis/apps/v1"))
-    status = (found or {}).get("status") or {}
-    return bool(status.get("availableReplicas", 0) >= replicas
-                and status.get("updatedReplicas", 0) >= replicas)
-
-
 def _metrics(url: str) -> str:
     return httpx.get(url, verify=False, timeout=5).text
 
@@ -66,7 +48,8 @@ def webhook_metric(kube: Kube, name: str, **labels: str) -> float:
     """The series of ``name`` summed over the webhook's Pods, read at their own addresses."""
     return sum(scrape.sample(_metrics(f"https://{p['status']['podIP']}:{WEBHOOK_PORT}/metrics"),
                              name, labels)
-               for p in component_pods(kube, "webhook") if p["status"].get("podIP"))
+               for p in kustomize_install.component_pods(kube, "webhook")
+               if p["status"].get("podIP"))
 
 
 @dataclass(frozen=True)
@@ -84,10 +67,7 @@ def wait_installed(kube: Kube, timeout: float = 300.0) -> Installed:
     webhook through its Service (probe Pods in a namespace of their own, until the webhook
     counts one)."""
     started = time.monotonic()
-    wait_for("the webhook's two replicas Ready", lambda: _available(kube, WEBHOOK, 2),
-             timeout=timeout, interval=1.0)
-    wait_for("the controller's two replicas available", lambda: _available(kube, CONTROLLER, 2),
-             timeout=timeout, interval=1.0)
+    kustomize_install.wait_available(kube, timeout)
     wait_for("the webhook configuration's caBundle", lambda: all(
         w.get("clientConfig", {}).get("caBundle") for w in kube.get(
             path("mutatingwebhookconfigurations", name=WEBHOOK))["webhooks"]),
@@ -108,7 +88,8 @@ def wait_installed(kube: Kube, timeout: float = 300.0) -> Installed:
     finally:
         kube.delete(path("namespaces", name=probe_ns))
     pods = {p["metadata"]["name"]: kustomize_install.seconds_to_ready(p)
-            for c in ("webhook", "controller") for p in component_pods(kube, c)}
+            for c in ("webhook", "controller")
+            for p in kustomize_install.component_pods(kube, c)}
     return Installed({k: v for k, v in pods.items() if v is not None},
                      time.monotonic() - started)
 
@@ -139,7 +120,7 @@ class DeployedStack:
         policy) has an available replica; returns how long that took."""
         started = time.monotonic()
         wait_for("the compaction scheduler's Deployment available",
-                 lambda: _available(kube=self.kube, deployment=SCHEDULER, replicas=1),
+                 lambda: kustomize_install.available(self.kube, SCHEDULER, 1) is not None,
                  timeout=timeout, interval=0.5)
         self.scheduler_seconds = time.monotonic() - started
         return self.scheduler_seconds
@@ -170,13 +151,14 @@ class DeployedStack:
         evicted = evicted_pods(log)
         ended = [s.get("state", {}).get("terminated", {}).get("finishedAt")
                  for s in pod["status"].get("containerStatuses") or []]
-        self.jobs.append(JobRun(meta["name"], _time(meta["creationTimestamp"]),
-                                _time(ended[0]) if ended and ended[0] else None, len(evicted)))
+        stamp = kustomize_install.timestamp
+        self.jobs.append(JobRun(meta["name"], stamp(meta["creationTimestamp"]),
+                                stamp(ended[0]) if ended and ended[0] else None, len(evicted)))
         return DeschedulerRun(evicted, log)
 
     def controller_metric(self, name: str, **labels: str) -> float:
         """``name`` summed over the controller's replicas (the standby counts nothing)."""
         return sum(scrape.sample(_metrics(f"http://{p['status']['podIP']}:{METRICS_PORT}"
                                           "/metrics"), name, labels)
-                   for p in component_pods(kube=self.kube, component="controller")
+                   for p in kustomize_install.component_pods(self.kube, "controller")
                    if p["status"].get("podIP"))

@@ -15,11 +15,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from compaction import names
+from localcluster.cluster import scrape
 from localcluster.cluster.control_plane import ROOT, Cluster
+from localcluster.cluster.kube import Kube, path, wait_for
 from localcluster.node import netns
 
 DEPLOY = ROOT / "deploy"
-NAMESPACE = "compactor-system"
+NAMESPACE = names.INSTALL_NAMESPACE
 
 
 def kustomize() -> Path:
@@ -75,3 +80,52 @@ def seconds_to_ready(pod: dict[str, Any]) -> float | None:
             return (timestamp(c["lastTransitionTime"])
                     - timestamp(pod["metadata"]["creationTimestamp"])).total_seconds()
     return None
+
+
+def deployment(kube: Kube, name: str) -> dict[str, Any] | None:
+    return kube.find(path("deployments", NAMESPACE, name, api="apis/apps/v1"))
+
+
+def available(kube: Kube, name: str, replicas: int) -> dict[str, Any] | None:
+    """The Deployment once ``replicas`` of its current generation are available (and no
+    others left from a rollout)."""
+    found = deployment(kube, name)
+    status = (found or {}).get("status") or {}
+    done = (status.get("availableReplicas", 0) == replicas
+            and status.get("updatedReplicas", 0) == replicas
+            and status.get("replicas", 0) == replicas
+            and status.get("observedGeneration") == (found or {}).get("metadata", {})
+            .get("generation"))
+    return found if done else None
+
+
+def component_pods(kube: Kube, component: str,
+                   namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """The Pods of one of Compactor's components (its ``app.kubernetes.io/component``), not
+    those already on their way out."""
+    return [p for p in kube.items(path("pods", namespace),
+                                  f"app.kubernetes.io/component={component}")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def lease_holder(kube: Kube) -> str | None:
+    """The controller replica holding its Lease."""
+    lease = kube.find(path("leases", NAMESPACE, "compactor-controller",
+                           api="apis/coordination.k8s.io/v1"))
+    return str((lease or {}).get("spec", {}).get("holderIdentity") or "") or None
+
+
+def leader_metrics(controller_pods: list[dict[str, Any]]) -> dict[str, float]:
+    """Each controller replica's own view of leadership (``compactor_controller_leader``),
+    read at its address."""
+    return {p["metadata"]["name"]: scrape.sample(httpx.get(
+        f"http://{p['status']['podIP']}:8080/metrics", timeout=5).text,
+        "compactor_controller_leader") for p in controller_pods}
+
+
+def wait_available(kube: Kube, timeout: float) -> None:
+    """Both webhook and both controller replicas available, as the manifests ask."""
+    wait_for("the webhook's two replicas available",
+             lambda: available(kube, "compactor-webhook", 2), timeout, 1.0)
+    wait_for("the controller's two replicas available",
+             lambda: available(kube, "compactor-controller", 2), timeout, 1.0)

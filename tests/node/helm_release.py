@@ -6,10 +6,11 @@ module starts on a clean cluster.
 
 from __future__ import annotations
 
-import datetime
+import contextlib
 import functools
 import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,11 @@ from localcluster import Kube
 from localcluster.cluster.control_plane import ROOT, Cluster
 from localcluster.cluster.kube import path, wait_for
 from localcluster.node import netns
-from tests.node.conftest import IMAGES_ENV
+from localcluster.node.install import NAMESPACE, deployment, kubectl, wait_available
+from tests.node.conftest import image
 
 CHART = ROOT / "deploy" / "helm" / "compactor"
-NS = "compactor-system"
+NS = NAMESPACE
 RELEASE = "compactor"
 APPS = "apis/apps/v1"
 BATCH = "apis/batch/v1"
@@ -34,12 +36,9 @@ READY = 300.0
 
 @functools.cache
 def compactor_image() -> str:
-    """Compactor's tag among the images tools/build-images.sh built (its images.txt, read
-    once: a later build may replace that directory while the tests run)."""
-    listing = Path(os.environ[IMAGES_ENV]) / "images.txt"
-    tags = [line.split()[1] for line in listing.read_text().splitlines() if line.strip()]
-    (found,) = [t for t in tags if t.rsplit(":", 1)[0].split("/")[-1] == "compactor"]
-    return found
+    """Compactor's tag among the images tools/build-images.sh built (read once: a later build
+    may replace that directory while the tests run)."""
+    return image("compactor")
 
 
 @dataclass(frozen=True)
@@ -82,8 +81,8 @@ class Helm:
             if kube.find(path(plural, api=POLICIES)) is not None:
                 kubectl(self.cluster, "delete", plural, "--all", "--all-namespaces",
                         "--wait=true", "--timeout=120s", check=False)
-        if _deployment(kube, "compactor-controller") is not None:
-            wait_for("the controller to remove the compaction scheduler", lambda: _deployment(
+        if deployment(kube, "compactor-controller") is not None:
+            wait_for("the controller to remove the compaction scheduler", lambda: deployment(
                 kube, "compactor-scheduler") is None or None, 120.0, 1.0)
         self.run("uninstall", RELEASE, "-n", NS, "--wait", "--timeout=180s", check=False,
                  timeout=240.0)
@@ -94,53 +93,17 @@ class Helm:
             path("namespaces", name=NS)) is None or None, READY, 1.0)
 
 
-def kubectl(cluster: Cluster, *args: str, timeout: float = 300.0,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(cluster.bin / "kubectl"), f"--kubeconfig={cluster.kubeconfig}",
-                           *args], check=False, capture_output=True, text=True, timeout=timeout)
-    if check and done.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return done
-
-
-def _deployment(kube: Kube, name: str) -> dict[str, Any] | None:
-    return kube.find(path("deployments", NS, name, api=APPS))
-
-
-def available(kube: Kube, name: str, replicas: int) -> dict[str, Any] | None:
-    """The Deployment once ``replicas`` of its current generation are available."""
-    found = _deployment(kube, name)
-    status = (found or {}).get("status") or {}
-    done = (status.get("availableReplicas", 0) == replicas
-            and status.get("updatedReplicas", 0) == replicas
-            and status.get("replicas", 0) == replicas
-            and status.get("observedGeneration") == (found or {}).get("metadata", {})
-            .get("generation"))
-    return found if done else None
-
-
-def pods(kube: Kube, component: str) -> list[dict[str, Any]]:
-    return [p for p in kube.items(path("pods", NS), f"app.kubernetes.io/component={component}")
-            if not p["metadata"].get("deletionTimestamp")]
-
-
-def _time(stamp: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
-def seconds_to_ready(pod: dict[str, Any]) -> float | None:
-    """From the Pod's creation to its Ready condition, in the API's whole seconds."""
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready" and c.get("status") == "True":
-            return (_time(c["lastTransitionTime"])
-                    - _time(pod["metadata"]["creationTimestamp"])).total_seconds()
-    return None
-
-
-def holder(kube: Kube) -> str | None:
-    """The controller replica holding its Lease."""
-    lease = kube.find(path("leases", NS, "compactor-controller", api="apis/coordination.k8s.io/v1"))
-    return str((lease or {}).get("spec", {}).get("holderIdentity") or "") or None
+@contextlib.contextmanager
+def installed(cluster: Cluster, kube: Kube, home: Path) -> Iterator[Helm]:
+    """Compactor installed with only the image values, both Deployments available; uninstalled
+    as the guide says on the way out, whatever happened."""
+    helm = Helm(cluster, home)
+    try:
+        helm.install(compactor_image())
+        wait_available(kube, READY)
+        yield helm
+    finally:
+        helm.uninstall(kube)
 
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -23,18 +23,17 @@ from localcluster import Kube
 from localcluster.cluster import scrape
 from localcluster.cluster.kube import path, wait_for
 from localcluster.node.cluster import NodeCluster
+from localcluster.node.install import available, kubectl
+from localcluster.node.install import component_pods as pods
 from tests.node.helm_release import (
     BATCH,
     NS,
     POLICIES,
     READY,
     Helm,
-    available,
-    compactor_image,
     condition,
     events,
-    kubectl,
-    pods,
+    installed,
 )
 
 POLICY = "bad"
@@ -50,17 +49,11 @@ DEADLINE = 45
 @pytest.fixture(scope="module")
 def release(node: NodeCluster, kube: Kube,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
-    helm = Helm(node.cluster, tmp_path_factory.mktemp("helm-home"))
     try:
-        helm.install(compactor_image())
-        wait_for("the webhook's two replicas available",
-                 lambda: available(kube, "compactor-webhook", 2), READY, 1.0)
-        wait_for("the controller's two replicas available",
-                 lambda: available(kube, "compactor-controller", 2), READY, 1.0)
-        kube.ensure_namespace(SHOP, default_service_account=True)
-        yield helm
+        with installed(node.cluster, kube, tmp_path_factory.mktemp("helm-home")) as helm:
+            kube.ensure_namespace(SHOP, default_service_account=True)
+            yield helm
     finally:
-        helm.uninstall(kube)
         kube.delete(path("namespaces", name=SHOP))
         wait_for(f"namespace {SHOP} gone", lambda: kube.find(
             path("namespaces", name=SHOP)) is None or None, READY, 1.0)

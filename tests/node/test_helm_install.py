@@ -12,7 +12,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from localcluster import Kube
@@ -20,18 +19,17 @@ from localcluster.cluster import scrape
 from localcluster.cluster.kube import path, wait_for
 from localcluster.node import containerd
 from localcluster.node.cluster import KWOK_TOLERATION, NodeCluster
+from localcluster.node.install import available, leader_metrics, lease_holder, seconds_to_ready
+from localcluster.node.install import component_pods as pods
 from tests.node.helm_release import (
     APPS,
     NS,
     POLICIES,
     READY,
     Helm,
-    available,
     compactor_image,
     condition,
-    holder,
-    pods,
-    seconds_to_ready,
+    installed,
 )
 
 POLICY = "helm"
@@ -44,16 +42,10 @@ WEBHOOK_NAME = "pods.compactor.dev"
 @pytest.fixture(scope="module")
 def release(node: NodeCluster, kube: Kube,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
-    helm = Helm(node.cluster, tmp_path_factory.mktemp("helm-home"))
     try:
-        helm.install(compactor_image())
-        wait_for("the webhook's two replicas available",
-                 lambda: available(kube, "compactor-webhook", 2), READY, 1.0)
-        wait_for("the controller's two replicas available",
-                 lambda: available(kube, "compactor-controller", 2), READY, 1.0)
-        yield helm
+        with installed(node.cluster, kube, tmp_path_factory.mktemp("helm-home")) as helm:
+            yield helm
     finally:
-        helm.uninstall(kube)
         kube.delete(path("namespaces", name=SHOP))
         for name in KWOK:
             kube.delete(path("nodes", name=name))
@@ -82,13 +74,12 @@ def test_the_controllers_replicas_elect_one_leader(
     found = pods(kube, "controller")
     names = {p["metadata"]["name"] for p in found}
     assert len(names) == 2 and all(p["spec"]["nodeName"] == node.name for p in found)
-    leader = wait_for("a holder of the controller's Lease", lambda: holder(kube), READY, 1.0)
+    leader = wait_for("a holder of the controller's Lease", lambda: lease_holder(kube),
+                      READY, 1.0)
     assert leader in names
 
     def leaders() -> dict[str, float] | None:
-        seen = {p["metadata"]["name"]: scrape.sample(httpx.get(
-            f"http://{p['status']['podIP']}:8080/metrics", timeout=5).text,
-            "compactor_controller_leader") for p in found}
+        seen = leader_metrics(found)
         return seen if sum(seen.values()) == 1 else None
     # Each replica's own view: the holder leads, the other stands by.
     assert wait_for("one leader by the replicas' metrics", leaders, 60.0, 1.0) == {

@@ -38,6 +38,8 @@ from localcluster.cluster import scrape
 from localcluster.cluster.kube import ApiError, path, wait_for
 from localcluster.node import containerd, install, kubelet
 from localcluster.node.cluster import KWOK_TOLERATION, NodeCluster
+from localcluster.node.install import available
+from localcluster.node.install import component_pods as pods
 from tests.node.conftest import image, images
 
 NS = install.NAMESPACE
@@ -60,27 +62,6 @@ class Installed:
     directory: Path
     image: str
     figures: dict[str, Any] = field(default_factory=dict)
-
-
-def _deployment(kube: Kube, name: str) -> dict[str, Any] | None:
-    return kube.find(path("deployments", NS, name, api=APPS))
-
-
-def available(kube: Kube, name: str, replicas: int) -> dict[str, Any] | None:
-    found = _deployment(kube, name)
-    status = (found or {}).get("status") or {}
-    done = (status.get("availableReplicas", 0) == replicas
-            and status.get("updatedReplicas", 0) == replicas
-            and status.get("replicas", 0) == replicas
-            and status.get("observedGeneration") == (found or {}).get("metadata", {})
-            .get("generation"))
-    return found if done else None
-
-
-def pods(kube: Kube, component: str, namespace: str = NS) -> list[dict[str, Any]]:
-    return [p for p in kube.items(path("pods", namespace),
-                                  f"app.kubernetes.io/component={component}")
-            if not p["metadata"].get("deletionTimestamp")]
 
 
 def ready(pod: dict[str, Any]) -> bool:
@@ -184,10 +165,7 @@ def installed(node: NodeCluster, kube: Kube, tmp_path_factory: pytest.TempPathFa
     started = time.monotonic()
     install.apply(node.cluster, directory)
     try:
-        wait_for("the webhook's two replicas available",
-                 lambda: available(kube, "compactor-webhook", 2), READY, 1.0)
-        wait_for("the controller's two replicas available",
-                 lambda: available(kube, "compactor-controller", 2), READY, 1.0)
+        install.wait_available(kube, READY)
         done.figures["apply to both Deployments available (s)"] = round(
             time.monotonic() - started, 1)
         yield done
@@ -264,23 +242,17 @@ def test_both_webhook_replicas_become_ready_through_their_probes(
             install.seconds_to_ready(pod)
 
 
-def _holder(kube: Kube) -> str | None:
-    lease = kube.find(path("leases", NS, "compactor-controller"))
-    return str((lease or {}).get("spec", {}).get("holderIdentity") or "") or None
-
-
 def test_the_controllers_two_replicas_elect_one_leader(
         node: NodeCluster, kube: Kube, installed: Installed) -> None:
     found = pods(kube, "controller")
     names = {p["metadata"]["name"] for p in found}
     assert len(names) == 2 and all(p["spec"]["nodeName"] == node.name for p in found)
-    holder = wait_for("a holder of the controller's Lease", lambda: _holder(kube), READY, 1.0)
+    holder = wait_for("a holder of the controller's Lease",
+                      lambda: install.lease_holder(kube), READY, 1.0)
     assert holder in names
 
     def leaders() -> dict[str, float] | None:
-        seen = {p["metadata"]["name"]: scrape.sample(httpx.get(
-            f"http://{p['status']['podIP']}:8080/metrics", timeout=5).text,
-            "compactor_controller_leader") for p in found}
+        seen = install.leader_metrics(found)
         return seen if sum(seen.values()) == 1 else None
     # Each replica's own view (compactor_controller_leader): the holder leads, the other not.
     assert wait_for("one leader by the replicas' metrics", leaders, 60.0, 1.0) == {
@@ -540,7 +512,7 @@ def test_the_serving_certificate_rotates_without_a_restart_or_a_failed_admission
              READY, 1.0)
     names = {p["metadata"]["name"] for p in pods(kube, "controller")}
     wait_for("a leader among the new replicas", lambda: (
-        lambda h: h if h in names else None)(_holder(kube)), READY, 1.0)
+        lambda h: h if h in names else None)(install.lease_holder(kube)), READY, 1.0)
 
 
 # --- figures ------------------------------------------------------------------------------
