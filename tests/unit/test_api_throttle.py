@@ -1,5 +1,6 @@
-"""429 answers are waited out and sent again: ``Api.request`` against a stand-in for
-kubernetes-asyncio's ``ApiClient`` (the boundary this file tests), with the sleeps recorded."""
+"""429 answers are waited out and sent again, and answers are decoded: ``Api.request``
+against a stand-in for kubernetes-asyncio's ``ApiClient`` (the boundary this file tests), with
+the sleeps recorded."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ from typing import Any, cast
 import aiohttp
 import pytest
 from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from controller.api import THROTTLE_ATTEMPTS, UNREACHABLE, Api, ApiError, retry_after
+from controller.api import (
+    THROTTLE_ATTEMPTS,
+    TIMED_OUT,
+    UNREACHABLE,
+    Api,
+    ApiError,
+    retry_after,
+)
+from tests.unit.client_response import Response
 
 
 class _Client:
@@ -20,14 +28,14 @@ class _Client:
     def __init__(self, throttles: int, retry: str | None = "2", status: int = 429) -> None:
         self.throttles, self.retry, self.status, self.calls = throttles, retry, status, 0
 
-    async def call_api(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def call_api(self, *args: Any, **kwargs: Any) -> Response:
         self.calls += 1
         if self.calls <= self.throttles:
-            e = ApiException(status=self.status, reason="Too Many Requests")
-            e.headers = {"Retry-After": self.retry} if self.retry is not None else {}  # type: ignore[assignment]
-            e.body = b'{"reason": "TooManyRequests", "message": "storage is (re)initializing"}'
-            raise e
-        return {"ok": True}
+            return Response(self.status, b'{"reason": "TooManyRequests", "message": '
+                            b'"storage is (re)initializing"}',
+                            {"Retry-After": self.retry} if self.retry is not None else {},
+                            "Too Many Requests")
+        return Response(200, {"ok": True})
 
 
 @pytest.fixture
@@ -83,19 +91,56 @@ class _Unreachable:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    async def call_api(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def call_api(self, *args: Any, **kwargs: Any) -> Response:
         raise self.error
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("error", [
-    aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443"),
-    ConnectionResetError(104, "Connection reset by peer"),
-    TimeoutError()], ids=["refused", "reset", "timeout"])
+@pytest.mark.parametrize(("error", "reason"), [
+    (aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443"), "Unreachable"),
+    (ConnectionResetError(104, "Connection reset by peer"), "Unreachable"),
+    (TimeoutError(), TIMED_OUT)], ids=["refused", "reset", "timeout"])
 async def test_no_answer_from_a_mocked_client_is_an_api_error_not_a_crash(
-        error: Exception) -> None:
+        error: Exception, reason: str) -> None:
     api = Api(cast(ApiClient, _Unreachable(error)))
     with pytest.raises(ApiError) as e:
         await api.request("GET", "/apis/coordination.k8s.io/v1/namespaces/x/leases/y")
-    assert e.value.status == UNREACHABLE and e.value.reason == "Unreachable"
+    assert e.value.status == UNREACHABLE and e.value.reason == reason
     assert "/leases/y" in e.value.message
+
+
+class _Answer:
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+    async def call_api(self, *args: Any, **kwargs: Any) -> Response:
+        return self.response
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("response", "expected"), [
+    (Response(200, {"items": [{"a": 1}]}), {"items": [{"a": 1}]}),
+    (Response(200, b""), {}),  # a DELETE's empty answer
+    (Response(200, b"[1, 2]"), {}),  # not an object
+], ids=["object", "empty", "list"])
+async def test_an_answer_from_a_mocked_client_is_decoded(response: Response,
+                                                          expected: dict[str, Any]) -> None:
+    assert await Api(cast(ApiClient, _Answer(response))).request("GET", "/x") == expected
+
+
+@pytest.mark.asyncio
+async def test_an_error_answer_from_a_mocked_client_carries_the_status_and_its_message(
+) -> None:
+    body = b'{"kind":"Status","reason":"Forbidden","message":"pods is forbidden"}'
+    with pytest.raises(ApiError) as e:
+        await Api(cast(ApiClient, _Answer(Response(403, body, reason="Forbidden")))).request(
+            "GET", "/api/v1/pods")
+    assert (e.value.status, e.value.reason, e.value.message) == (
+        403, "Forbidden", "pods is forbidden")
+
+
+@pytest.mark.asyncio
+async def test_an_answer_that_is_not_json_from_a_mocked_client_is_an_api_error() -> None:
+    with pytest.raises(ApiError) as e:
+        await Api(cast(ApiClient, _Answer(Response(200, b"<html>")))).request("GET", "/x")
+    assert e.value.reason == "Undecodable" and "/x" in e.value.message

@@ -13,6 +13,7 @@ from kubernetes_asyncio.client import ApiClient
 from controller.api import Api
 from controller.pod_runtime import RuntimeSettings
 from controller.reconciler import Reconciler
+from tests.unit.client_response import Response
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 EVENTS = "/api/v1/namespaces/shop/events"
@@ -40,11 +41,12 @@ class _Client:
         self.lists, self.calls = lists, list[tuple[str, str]]()
 
     async def call_api(self, path: str, method: str, *args: Any, body: Any = None,
-                       **kwargs: Any) -> dict[str, Any]:
+                       **kwargs: Any) -> Response:
         self.calls.append((method, path))
         if method == "GET":
-            return {"items": self.lists.get(path, []), "metadata": {"resourceVersion": "1"}}
-        return body if isinstance(body, dict) else {}
+            return Response(200, {"items": self.lists.get(path, []),
+                                  "metadata": {"resourceVersion": "1"}})
+        return Response(200, body if isinstance(body, dict) else {})
 
 
 def _blocked(reconciler: Reconciler, reason: str) -> float:
