@@ -50,6 +50,7 @@ from controller.workloads import WorkloadObject, list_path
 __all__ = ["EVALUATIONS", "JOBS", "PODS", "POLICIES", "REPLICA_SETS", "Reader"]
 log = logging.getLogger("compactor.controller")
 VERSION_TTL_SECONDS: Final = 600.0
+LIST_ATTEMPTS: Final = 2  # a list whose continue token expired is started once more
 
 
 class Reader:
@@ -116,8 +117,19 @@ class Reader:
         assert parse is not None
         out: list[Any] = []
         try:
-            async for items, _ in self.api.pages(path, selector):
-                out += [parse(o) for o in items]
+            for attempt in range(1, LIST_ATTEMPTS + 1):
+                out = []
+                try:
+                    async for items, _ in self.api.pages(path, selector):
+                        out += [parse(o) for o in items]
+                    break
+                except ApiError as e:
+                    # 410 in the middle of a list: it outlasted the API server's window for
+                    # continuing one snapshot (etcd's compaction); a fresh list is consistent.
+                    if e.status != 410 or attempt == LIST_ATTEMPTS:
+                        raise
+                    log.warning("listing %s took too long, its snapshot expired (%s); "
+                                "listing it again", path, e.message)
         except ApiError as e:
             if e.status != 404:
                 raise

@@ -17,10 +17,9 @@ from controller.sources import sources
 POLICY = {"apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
           "metadata": {"name": "p", "uid": "u", "generation": 1,
                        "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": {}}
-POD = {"metadata": {"namespace": "shop", "name": "web-1", "uid": "u1", "resourceVersion": "3",
-                    "ownerReferences": [{"kind": "ReplicaSet", "name": "web",
-                                         "controller": True}]},
-       "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+META = {"namespace": "shop", "name": "web-1", "uid": "u1", "resourceVersion": "3",
+        "ownerReferences": [{"kind": "ReplicaSet", "name": "web", "controller": True}]}
+POD = {"metadata": META, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
 
 
 class RecordingApi:
@@ -112,3 +111,34 @@ async def test_a_kind_its_cache_found_not_served_is_not_listed_by_every_pass() -
     assert api.listed(rollouts) == listed
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+class ExpiringApi(RecordingApi):
+    """Pods in two pages; the second page's continue token has expired ``expiries`` times."""
+
+    def __init__(self, expiries: int) -> None:
+        super().__init__()
+        self.expiries = expiries
+
+    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500
+                    ) -> AsyncIterator[Page]:
+        if path != PODS:
+            yield await self.list(path, label_selector)
+            return
+        self.calls.append(("list", path))
+        yield [POD], "3"
+        if self.expiries:
+            self.expiries -= 1
+            raise ApiError(410, "Expired", "The provided continue parameter is too old")
+        yield [{**POD, "metadata": {**META, "name": "web-2", "uid": "u2"}}], "3"
+
+
+@pytest.mark.asyncio
+async def test_a_list_whose_snapshot_expired_midway_is_listed_again_once_not_twice() -> None:
+    api = ExpiringApi(expiries=1)
+    snapshot = await Reader(api).read()
+    assert [p.name for p in snapshot.pods] == ["web-1", "web-2"]  # nothing counted twice
+    assert api.listed(PODS) == 2
+    with pytest.raises(ApiError) as e:
+        await Reader(ExpiringApi(expiries=2)).read()
+    assert e.value.status == 410
