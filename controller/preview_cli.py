@@ -25,7 +25,15 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from controller import preview
-from controller.api import PAGE, UNREACHABLE, Api, ApiError, Page
+from controller.api import (
+    PAGE,
+    TIMED_OUT,
+    UNREACHABLE,
+    Api,
+    ApiError,
+    Page,
+    without_env_lookups,
+)
 from controller.reader import Reader
 from controller.snapshot import Snapshot
 from controller.sources import (
@@ -38,6 +46,7 @@ from controller.sources import (
 )
 
 FAILED: Final = 2
+REQUEST_TIMEOUT: Final = 60.0  # seconds per page; a page of 500 Pods is 2 MB of JSON
 PROG: Final = "kubectl compactor"
 
 
@@ -82,6 +91,9 @@ def _resource(path: str) -> str:
 
 def api_failure(e: ApiError, path: str, server: str) -> Failure:
     """One line naming what failed."""
+    if e.status == UNREACHABLE and e.reason == TIMED_OUT:
+        return Failure(f"listing {_resource(path)} at {server}: {e.message} "
+                       "(--request-timeout SECONDS, 0 for no limit)")
     if e.status == UNREACHABLE:
         return Failure(f"cannot reach the API server at {server}: {e.message}")
     if e.status == 401:
@@ -153,7 +165,7 @@ def kubeconfig_files(given: str | None) -> list[str]:
     return listed or [str(Path("~/.kube/config").expanduser())]
 
 
-async def _connect(kubeconfig: str | None, context: str | None) -> _Tracking:
+async def _connect(kubeconfig: str | None, context: str | None, timeout: float) -> _Tracking:
     files = kubeconfig_files(kubeconfig)
     if not any(Path(f).expanduser().is_file() for f in files):
         raise Failure(f"no kubeconfig: {', '.join(files)} not found (--kubeconfig FILE)")
@@ -164,12 +176,15 @@ async def _connect(kubeconfig: str | None, context: str | None) -> _Tracking:
             persist_config=False)  # read-only: a refreshed token is not written back
     except (kube_config.ConfigException, OSError, yaml.YAMLError, KeyError, TypeError) as e:
         raise Failure(f"cannot load the kubeconfig: {e}") from e
-    return _Tracking(ApiClient(cfg))
+    api = _Tracking(without_env_lookups(ApiClient(cfg)))
+    api.timeout = timeout
+    return api
 
 
 async def read_cluster(kubeconfig: str | None, context: str | None,
-                       cluster_policies: bool, progress: Progress | None = None) -> Snapshot:
-    api = await _connect(kubeconfig, context)
+                       cluster_policies: bool, progress: Progress | None = None,
+                       timeout: float = REQUEST_TIMEOUT) -> Snapshot:
+    api = await _connect(kubeconfig, context, timeout)
     api.progress = progress
     try:
         return await PreviewReader(api, cluster_policies).read()
@@ -226,6 +241,9 @@ def parser() -> argparse.ArgumentParser:
                    "~/.kube/config)")
     p.add_argument("--context", help="the kubeconfig context (default: its current one)")
     p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    p.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT,
+                   metavar="SECONDS", help="the longest wait for one page of a list "
+                   f"(default {REQUEST_TIMEOUT:g}; 0: no limit)")
     p.add_argument("--price", metavar="FILE", help="YAML of instance type (the node label "
                    f"{preview.INSTANCE_TYPE_LABEL}) to hourly price")
     p.add_argument("--price-per-node", type=float, metavar="HOURLY",
@@ -274,12 +292,14 @@ def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
     """Exit code, what to print, and the error lines."""
     args = parser().parse_args(argv)
     try:
+        if args.request_timeout < 0:
+            raise Failure("--request-timeout: must be >= 0")
         cost = prices(args.price, args.price_per_node)
         chosen = policy_files(args.filename) if args.filename else None
         if chosen is not None and chosen.problems:
             raise Failure(*chosen.problems)
         snapshot = asyncio.run(read_cluster(args.kubeconfig, args.context, chosen is None,
-                                            Progress(sys.stderr)))
+                                            Progress(sys.stderr), args.request_timeout))
         if chosen is None:
             chosen = preview.cluster_policies(snapshot)
             if chosen.problems:

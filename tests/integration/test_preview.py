@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -171,7 +172,7 @@ def test_a_bad_policy_lists_every_problem_with_its_path(tmp_path: Path) -> None:
     assert all(line.startswith(f"error: {bad}#") for line in lines)
 
 
-def test_an_unreachable_cluster_and_refused_credentials_say_so_in_one_line(
+def test_an_unreachable_cluster_a_silent_one_and_refused_credentials_say_so_in_one_line(
         cluster: Cluster, tmp_path: Path, kube: Kube) -> None:
     policy = tmp_path / "p.yaml"
     policy.write_text(yaml.safe_dump({
@@ -184,6 +185,16 @@ def test_an_unreachable_cluster_and_refused_credentials_say_so_in_one_line(
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"error: cannot reach the API server at https://127.0.0.1:{port}")
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        port = silent.getsockname()[1]
+        mute = token_kubeconfig(cluster, "x", tmp_path / "mute.yaml",
+                                server=f"https://127.0.0.1:{port}")
+        done = _run("plan", "-f", str(policy), "--kubeconfig", str(mute),
+                    "--request-timeout", "1")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "no answer within 1 s (--request-timeout SECONDS" in line, line
 
     refused = token_kubeconfig(cluster, "not-a-token", tmp_path / "refused.yaml")
     done = _run("plan", "-f", str(policy), "--kubeconfig", str(refused))

@@ -283,7 +283,8 @@ def test_plot_without_matplotlib_says_so(tmp_path: Path,
 
 def _reads(snapshot: Snapshot) -> Callable[..., Coroutine[Any, Any, Snapshot]]:
     async def read(kubeconfig: str | None, context: str | None, policies: bool,
-                   progress: preview_cli.Progress | None = None) -> Snapshot:
+                   progress: preview_cli.Progress | None = None,
+                   timeout: float = preview_cli.REQUEST_TIMEOUT) -> Snapshot:
         return snapshot
     return read
 
@@ -353,3 +354,8 @@ def test_ffd_packs_as_the_textbook_first_fit_decreasing_does(seed: int) -> None:
     capacity = (4000, 16384, 110)
     opened = [(rng.randint(0, 3000), rng.randint(0, 9000), 3) for _ in range(rng.randint(0, 5))]
     assert packing.ffd(items, capacity, opened) == _first_fit_decreasing(items, capacity, opened)
+
+
+def test_a_negative_request_timeout_is_refused_before_anything_is_read() -> None:
+    code, out, errors = preview_cli.run(["plan", "--request-timeout", "-1"])
+    assert (code, out, errors) == (2, "", ["--request-timeout: must be >= 0"])
