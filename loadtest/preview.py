@@ -9,6 +9,10 @@ workloads page by page from the API server, plans with the controller's planner 
 the report. Each run's wall time (start to exit) and peak RSS (``wait4``'s ``ru_maxrss`` of
 that one child) are measured; targets: under 20 s and under 1 GiB, judged on the median time
 and the largest RSS. The report is checked to judge every node.
+
+``--against DIR`` also runs another checkout's plugin (``python -m controller.preview_cli``
+from DIR, e.g. a ``git worktree`` of an earlier commit), interleaved with this one's on the
+same cluster, and prints the ratio of their median wall and CPU times.
 """
 
 from __future__ import annotations
@@ -60,12 +64,16 @@ class Run:
     pods_to_move: int
 
 
-def preview(kubeconfig: Path, policy: Path) -> Run:
-    """One run of the plugin as a child of its own, timed and measured by ``wait4``."""
+def preview(kubeconfig: Path, policy: Path, source: Path | None = None) -> Run:
+    """One run of the plugin as a child of its own, timed and measured by ``wait4``: the
+    installed one, or ``source``'s (a checkout's) with this interpreter."""
+    command = [PLUGIN] if source is None else [sys.executable, "-m", "controller.preview_cli"]
+    env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        child = subprocess.Popen([PLUGIN, "plan", "-f", str(policy), "--kubeconfig",
-                                  str(kubeconfig), "-o", "json"], stdout=out, stderr=err)
+        child = subprocess.Popen([*command, "plan", "-f", str(policy), "--kubeconfig",
+                                  str(kubeconfig), "-o", "json"], stdout=out, stderr=err,
+                                 env=env, cwd=source)
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.monotonic() - started
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -79,7 +87,8 @@ def preview(kubeconfig: Path, policy: Path) -> Run:
                len(report["nodesInUse"]), len(report["freeable"]), report["podsToMove"])
 
 
-def measure(nodes: int, runs: int, keep: bool) -> tuple[Shape, list[Run]]:
+def measure(nodes: int, runs: int, keep: bool, against: Path | None = None
+            ) -> tuple[Shape, list[Run], list[Run]]:
     workdir = Path(tempfile.mkdtemp(prefix="compactor-bench-preview-"))
     try:
         with Cluster(ClusterConfig(workdir=workdir, start_timeout=300,
@@ -92,13 +101,18 @@ def measure(nodes: int, runs: int, keep: bool) -> tuple[Shape, list[Run]]:
                   f"{shape.seconds:.0f} s", flush=True)
             policy = workdir / "policy.yaml"
             policy.write_text(yaml.safe_dump(POLICY))
-            done = []
+            done: list[Run] = []
+            other: list[Run] = []
             for i in range(runs):
-                done.append(preview(cluster.kubeconfig, policy))
-                print(f"  run {i + 1}: {done[-1].seconds:.1f} s ({done[-1].cpu:.1f} s of CPU), "
-                      f"{done[-1].rss / 2**20:.0f} MiB", flush=True)
+                for runs_of, source, who in ((done, None, "this"), (other, against, "against")):
+                    if who == "against" and source is None:
+                        continue
+                    runs_of.append(preview(cluster.kubeconfig, policy, source))
+                    r = runs_of[-1]
+                    print(f"  run {i + 1} ({who}): {r.seconds:.1f} s ({r.cpu:.1f} s of CPU), "
+                          f"{r.rss / 2**20:.0f} MiB", flush=True)
             kube.close()
-            return shape, done
+            return shape, done, other
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -137,9 +151,18 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the cluster's directory")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="also run DIR's plugin (a checkout), interleaved, and compare")
     args = parser.parse_args()
-    shape, runs = measure(args.nodes, args.runs, args.keep)
+    shape, runs, other = measure(args.nodes, args.runs, args.keep, args.against)
     print(table(shape, runs))
+    if other:
+        print(f"against {args.against}:")
+        print(table(shape, other))
+        for what, key in (("wall", "seconds"), ("CPU", "cpu")):
+            ratio = (statistics.median(getattr(r, key) for r in runs)
+                     / statistics.median(getattr(r, key) for r in other))
+            print(f"median {what} time, this / against: {ratio:.2f}")
     checks = verdicts(shape, runs)
     for what, ok, figure in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {what}: {figure}")
