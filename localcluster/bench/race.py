@@ -204,9 +204,7 @@ def race(contender: str, nodes: int, seed: int, workdir: Path, quiet: float,
     """One contender on a fresh cluster seeded with ``seed``."""
     peak, after_drop = seeded(nodes, seed)
     with Cluster(ClusterConfig(workdir=workdir, audit=True)) as cluster:
-        cluster.start_controller_manager()
-        cluster.start_scheduler()
-        cluster.start_kwok()
+        cluster.start_workers()
         kube = cluster.client()
         stack = None
         if contender == "compactor":

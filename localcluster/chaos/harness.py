@@ -134,9 +134,7 @@ class Chaos:
 
     def start(self) -> None:
         c, kube = self.config, self.kube
-        self.cluster.start_controller_manager()
-        self.cluster.start_scheduler()
-        self.cluster.start_kwok()
+        self.cluster.start_workers()
         shape = NodeShape(cpu="8", memory="32Gi", pods="110")
         self.cluster.add_nodes(kube, [f"churn-{i}" for i in range(c.churn_nodes)], shape,
                                labels={"chaos.compactor.test/pool": "churn"})

@@ -261,6 +261,13 @@ class Cluster:
             return r.status_code == 200
         proc.wait_healthy(healthy, self.config.start_timeout)
 
+    def start_workers(self) -> None:
+        """What turns objects into running Pods on fake nodes: the controller manager, the
+        default scheduler and kwok, in that order."""
+        self.start_controller_manager()
+        self.start_scheduler()
+        self.start_kwok()
+
     def start_controller_manager(self) -> None:
         """Deployments → ReplicaSets → Pods, CronJobs → Jobs, GC, PDB status, ServiceAccounts."""
         port = free_port()

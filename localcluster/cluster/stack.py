@@ -392,9 +392,7 @@ def start_local(cluster: Cluster, workdir: Path, resync_seconds: float = 2.0,
                 ) -> tuple[Kube, CompactorStack]:
     """The controller manager, the default scheduler, kwok, then Compactor's webhook and
     controller: everything but the compaction scheduler, which waits for its ConfigMap."""
-    cluster.start_controller_manager()
-    cluster.start_scheduler()
-    cluster.start_kwok()
+    cluster.start_workers()
     kube = cluster.client()
     stack = CompactorStack(cluster, kube, workdir)
     stack.install()

@@ -115,9 +115,7 @@ class NodeCluster:
             with ThreadPoolExecutor(1) as pool:
                 imported = pool.submit(self._import_images)
                 self.cluster.start()
-                self.cluster.start_controller_manager()
-                self.cluster.start_scheduler()
-                self.cluster.start_kwok()
+                self.cluster.start_workers()
                 imported.result()
             self._start_kubelet()
         except BaseException:

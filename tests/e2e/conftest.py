@@ -15,9 +15,7 @@ from localcluster.cluster.stack import CompactorStack
 def e2e_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cluster = Cluster(ClusterConfig(workdir=tmp_path_factory.mktemp("e2e-cluster")))
     with cluster:
-        cluster.start_controller_manager()
-        cluster.start_scheduler()
-        cluster.start_kwok()
+        cluster.start_workers()
         yield cluster
 
 

@@ -324,9 +324,7 @@ def fresh(bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
     cluster nothing else has touched."""
     c = Cluster(ClusterConfig(workdir=tmp_path_factory.mktemp("helm-cluster"), bin_dir=bin_dir))
     with c:
-        c.start_controller_manager()
-        c.start_scheduler()
-        c.start_kwok()
+        c.start_workers()
         kube = c.client()
         c.add_nodes(kube, ["helm-node-0", "helm-node-1"])
         kube.close()

@@ -18,9 +18,7 @@ from localcluster.cluster.stack import CompactorStack
 def k_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cluster = Cluster(ClusterConfig(workdir=tmp_path_factory.mktemp("karpenter-cluster")))
     with cluster:
-        cluster.start_controller_manager()
-        cluster.start_scheduler()
-        cluster.start_kwok()
+        cluster.start_workers()
         yield cluster
 
 
