@@ -303,6 +303,10 @@ def admitted(observed: Observed) -> Observed:
         observed.patches[0]
     assert not any(op["path"] == "/spec/schedulerName" for op in kai)
     observed.prom.wait_for_scrapes(2, since=observed.admitted_at)
+    # A pass comes at most every lease/3 seconds, longer than the scrapes above may span:
+    # the error counter's rate is only there once Prometheus has sampled it across one.
+    wait_for("a failing pass between two of Prometheus's samples", lambda: observed.series(
+        "increase(compactor_reconcile_errors_total[5m]) > 0"), timeout=60)
     return observed
 
 
