@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
+import gc
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -196,6 +198,22 @@ async def read_cluster(kubeconfig: str | None, context: str | None,
         await api.close()
 
 
+@contextlib.contextmanager
+def bulk_read() -> Iterator[None]:
+    """No cyclic garbage collection while the cluster is read, and what was read frozen out
+    of later collections. The records read are acyclic and live to the end, yet each full
+    collection walks all of them: at 150,000 Pods that cost more CPU than decoding and
+    parsing them together."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def _load_yaml(file: str, many: bool) -> Any:
     try:
         text = sys.stdin.read() if file == "-" else Path(file).read_text()
@@ -298,8 +316,10 @@ def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
         chosen = policy_files(args.filename) if args.filename else None
         if chosen is not None and chosen.problems:
             raise Failure(*chosen.problems)
-        snapshot = asyncio.run(read_cluster(args.kubeconfig, args.context, chosen is None,
-                                            Progress(sys.stderr), args.request_timeout))
+        with bulk_read():
+            snapshot = asyncio.run(read_cluster(args.kubeconfig, args.context,
+                                                chosen is None, Progress(sys.stderr),
+                                                args.request_timeout))
         if chosen is None:
             chosen = preview.cluster_policies(snapshot)
             if chosen.problems:

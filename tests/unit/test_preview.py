@@ -6,6 +6,7 @@ own ``plan``."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import io
 import random
 import subprocess
@@ -359,3 +360,14 @@ def test_ffd_packs_as_the_textbook_first_fit_decreasing_does(seed: int) -> None:
 def test_a_negative_request_timeout_is_refused_before_anything_is_read() -> None:
     code, out, errors = preview_cli.run(["plan", "--request-timeout", "-1"])
     assert (code, out, errors) == (2, "", ["--request-timeout: must be >= 0"])
+
+
+def test_the_cluster_is_read_without_cyclic_collections_and_then_frozen_out_of_them() -> None:
+    assert gc.isenabled()
+    try:
+        with preview_cli.bulk_read():
+            assert not gc.isenabled()
+            kept = [{"pod": i} for i in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= len(kept)
+    finally:
+        gc.unfreeze()
