@@ -85,7 +85,8 @@ chaos: $(STAMP) tools
 ## bench-peers: Compactor beside Kyverno (built from its Go module, for this target only) and
 ## no webhook, the same concurrent Pod creation through one API server; then the race on a
 ## cluster Karpenter made (built for this target too): Karpenter alone, the descheduler
-## recipe, Compactor, at 12 and 100 nodes, three seeds (not in CI)
+## recipe, Compactor (setLabelsByEviction true, and false as the reference defaults it), at
+## 12 and 100 nodes, three seeds (not in CI)
 bench-peers: $(STAMP) tools
 	@bash tools/build-kyverno.sh >/dev/null
 	$(BIN)/python -m loadtest.peers

@@ -1,4 +1,4 @@
-"""`make bench-peers`, part two (not in CI): three contenders compact the same seeded,
+"""`make bench-peers`, part two (not in CI): four contenders compact the same seeded,
 fragmented cluster whose nodes Karpenter made, each on a fresh cluster.
 
 The cluster: Karpenter provisions N nodes for a load spike; a seeded mix of Deployments (with
@@ -10,7 +10,10 @@ The contenders, from that state:
 1. ``karpenter``: Karpenter ``WhenEmptyOrUnderutilized`` alone, what a Karpenter user has;
 2. ``recipe``: the descheduler's ``HighNodeUtilization`` (thresholds of the demo's policy) with
    the default scheduler scoring ``MostAllocated``, plus Karpenter ``WhenEmpty``;
-3. ``compactor``: Compactor (the demo's policy) plus Karpenter ``WhenEmpty``.
+3. ``compactor``: Compactor (the demo's policy, ``setLabelsByEviction: true``: the runtime hook
+   re-admits every Pod placed before the policy) plus Karpenter ``WhenEmpty``;
+4. ``compactor-in-place``: the same with ``setLabelsByEviction: false``, the reference's
+   default: those Pods are labelled in place and only the drains evict.
 
 Each runs until nothing changes (no node and no Pod for ``quiet`` seconds). Reported: nodes in
 use after beside the packing around the unmovable Pods and the lower bound; evictions (the API
@@ -30,6 +33,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Final
 
 import httpx
 import yaml
@@ -50,7 +54,10 @@ from localcluster.demo.scenario import (
     settled,
 )
 
-CONTENDERS = ("karpenter", "recipe", "compactor")
+CONTENDERS = ("karpenter", "recipe", "compactor", "compactor-in-place")
+# Compactor with the policy's setLabelsByEviction as the reference defaults it (false): the
+# Pods placed before the policy keep their scheduler and only drains evict.
+IN_PLACE: Final = "compactor-in-place"
 SIZES = (0.25, 0.5, 0.75, 1.0)  # CPU of a replica; memory is 2 GiB a CPU, rounded
 THRESHOLD = 65  # the demo policy's HighNodeUtilization thresholds, for the recipe too
 
@@ -207,7 +214,7 @@ def race(contender: str, nodes: int, seed: int, workdir: Path, quiet: float,
         cluster.start_workers()
         kube = cluster.client()
         stack = None
-        if contender == "compactor":
+        if contender.startswith("compactor"):
             stack = CompactorStack(cluster, kube, workdir / "compactor")
             stack.install()
             stack.start_webhook()
@@ -234,7 +241,8 @@ def race(contender: str, nodes: int, seed: int, workdir: Path, quiet: float,
             else:
                 assert stack is not None
                 karpenter.set_pool(kube, Consolidation("WhenEmpty", "5s"))
-                apply_policy(kube, after_drop)
+                apply_policy(kube, after_drop, **(
+                    {"setLabelsByEviction": False} if contender == IN_PLACE else {}))
                 stack.start_scheduler()
                 step = lambda: len(stack.run_descheduler(  # noqa: E731
                     after_drop.policies[0].id).evicted)
@@ -257,7 +265,7 @@ def race(contender: str, nodes: int, seed: int, workdir: Path, quiet: float,
                 elif time.monotonic() - changed >= quiet and settled(kube, after_drop):
                     break
             seconds = changed - started
-            if contender == "compactor":
+            if contender.startswith("compactor"):
                 _log_plan(kube, after_drop, log)
             watch.stop()
             census = watch.census(kube)
