@@ -71,11 +71,15 @@ def _wait(kube: Kube, scenario: Scenario, timeout: float, hook: bool = False) ->
         time.sleep(0.3)
 
 
-def _plans_more(kube: Kube, scenario: Scenario) -> bool:
-    """A policy's status shows a node it can still free or is draining."""
+def _plans_more(kube: Kube, scenario: Scenario, pods: list[PodFact]) -> bool:
+    """A policy's status shows a node it can still free or is draining that carries a Pod the
+    compaction may move. A node the plan calls freeable but that only a placeholder or a
+    DaemonSet Pod holds gives a drain nothing to evict (an autoscaler removes it, or not),
+    so waiting for it cannot lower the nodes carrying managed Pods."""
+    movable = nodes_with(p for p in pods if p.managed)
     for team in scenario.policies:
         plan = (kube.get(team.path).get("status") or {}).get("plan") or {}
-        if plan.get("freeable") or plan.get("draining"):
+        if movable & {*plan.get("freeableNodes", ()), *plan.get("drainingNodes", ())}:
             return True
     return False
 
@@ -178,7 +182,7 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
             print(f"  run {len(rounds):3d}: {len(result.evicted)} evicted, "
                   f"{len(pending_hook)} Pods awaiting the runtime hook, {in_use} nodes in use",
                   flush=True)
-        more = _plans_more(kube, scenario)
+        more = _plans_more(kube, scenario, now)
         quiet = quiet + 1 if not result.evicted and not pending_hook and not more else 0
         # Converged: nothing left to evict and nothing more planned, or no node freed for a
         # while (longer while the controller still plans a drain: one takes a pass to start).

@@ -146,8 +146,8 @@ def compact(node: NodeCluster, kube: Kube, image: str, workdir: Path,
     try:
         with Progress(sampler) as progress:
             # A round is one Job, a minute: the demo's patience of 6 rounds (18 while the
-            # plan shows a freeable node, which a node held by a placeholder alone stays)
-            # would be up to 18 minutes; 3 rounds is the demo's quiet count.
+            # plan shows a node to free with a movable Pod on it) would be up to 18
+            # minutes; 3 rounds is the demo's quiet count.
             outcome = run(node.cluster, kube, stack, scenario, interval=1.0,
                           max_seconds=max_seconds, patience=3, log=log,
                           provision=provision_on(node), **every_minute(scenario))

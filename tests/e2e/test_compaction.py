@@ -72,7 +72,8 @@ def test_the_preview_forecasts_the_nodes_the_run_keeps(outcome: Outcome) -> None
     r = outcome.report
     assert r.predicted_after is not None and r.kept_after is not None
     assert abs(r.kept_after - r.predicted_after) <= FORECAST_TOLERANCE, (
-        outcome.forecast["freeable"], r.table())
+        f"kept {r.kept_after}, forecast {r.predicted_after}\n{r.table()}\n"
+        f"freeable: {outcome.forecast['freeable']}")
 
 
 def test_no_budget_is_violated_and_nothing_protected_moves(outcome: Outcome) -> None:
