@@ -152,7 +152,11 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
     rounds: list[DeschedulerRun] = []  # per round, every policy's evictions together
     quiet, bounced = 0, 0
     seen_on: dict[str, set[str]] = defaultdict(set)  # node -> managed Pod uids seen there
-    best, improved_at = scenario.nodes + 1, 0
+    # A run improves on the ones before it when it lowers the nodes carrying managed Pods or
+    # the nodes kept (held by a Pod the plan leaves, as the forecast counts): a drain that
+    # moves a node's last movable Pod onto a node a kube-system Pod holds anyway frees a node
+    # without lowering the first count.
+    best, best_kept, improved_at = scenario.nodes + 1, scenario.nodes + 1, 0
     previous: list[PodFact] = before
     last: DeschedulerRun | None = None
     hook = any({**team.spec, **policy}.get("setLabelsByEviction")
@@ -169,8 +173,10 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
         previous = now
         pending_hook = _awaiting_hook(now) if hook else []
         in_use = len(nodes_with(p for p in now if p.managed))
-        if in_use < best:
-            best, improved_at = in_use, len(rounds)
+        kept = len(nodes_with(p for p in now if p.stays))
+        if in_use < best or kept < best_kept:
+            improved_at = len(rounds)
+        best, best_kept = min(best, in_use), min(best_kept, kept)
         # Each policy's CronJob would run on its own schedule; here one after the other.
         each = [stack.run_descheduler(team.id) for team in scenario.policies]
         runs += each
@@ -180,7 +186,9 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
         last = result
         if log:
             print(f"  run {len(rounds):3d}: {len(result.evicted)} evicted, "
-                  f"{len(pending_hook)} Pods awaiting the runtime hook, {in_use} nodes in use",
+                  f"{len(pending_hook)} Pods awaiting the runtime hook, {in_use} nodes carry "
+                  f"managed Pods, {kept} kept"
+                  + "".join(f"\n    evicted {pod} from {node}" for pod, node in result.evicted),
                   flush=True)
         more = _plans_more(kube, scenario, now)
         quiet = quiet + 1 if not result.evicted and not pending_hook and not more else 0
