@@ -31,6 +31,8 @@ from localcluster.demo.measure import (
 from localcluster.demo.nodepool import NodePool
 from localcluster.demo.scenario import Provision, Scenario, apply_policy, create, settled
 
+PASSES = "compactor_reconcile_duration_seconds_count"  # the controller's completed passes
+
 
 class Stack(Protocol):
     """What a run asks of Compactor: its parts as processes (``CompactorStack``), or as Pods
@@ -151,6 +153,11 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
     runs: list[DeschedulerRun] = []  # every policy's, one after the other
     rounds: list[DeschedulerRun] = []  # per round, every policy's evictions together
     quiet, bounced = 0, 0
+    # The controller's completed passes when a round first found nothing to do: the policy's
+    # status speaks of the cluster as it is only after a pass that began later has ended
+    # (while the runtime hook works the planner starts no drain, and the status says so
+    # until the next pass), and on a loaded machine that can take longer than a few rounds.
+    clean_since: float | None = None
     seen_on: dict[str, set[str]] = defaultdict(set)  # node -> managed Pod uids seen there
     # A run improves on the ones before it when it lowers the nodes carrying managed Pods or
     # the nodes kept (held by a Pod the plan leaves, as the forecast counts): a drain that
@@ -190,12 +197,20 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
                   f"managed Pods, {kept} kept"
                   + "".join(f"\n    evicted {pod} from {node}" for pod, node in result.evicted),
                   flush=True)
+        passes = stack.controller_metric(PASSES)
+        if result.evicted or pending_hook:
+            clean_since = None
+        elif clean_since is None:
+            clean_since = passes
+        # Two more passes: the later one began after this round's reading.
+        seen = clean_since is not None and passes >= clean_since + 2
         more = _plans_more(kube, scenario, now)
         quiet = quiet + 1 if not result.evicted and not pending_hook and not more else 0
         # Converged: nothing left to evict and nothing more planned, or no node freed for a
         # while (longer while the controller still plans a drain: one takes a pass to start).
         stale = len(rounds) - improved_at
-        if quiet >= quiet_runs or (not pending_hook and stale >= patience * (3 if more else 1)):
+        if seen and (quiet >= quiet_runs
+                     or (not pending_hook and stale >= patience * (3 if more else 1))):
             break
     # The last run's replacements go through admission like any other; let the hook finish.
     _wait(kube, scenario, timeout=60, hook=hook)
