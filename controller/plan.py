@@ -47,7 +47,7 @@ from controller.actions import (
     WriteStatus,
 )
 from controller.convergence import awaits_replacement
-from controller.drains import DRAIN_TIMEOUT, DrainPlan, Member
+from controller.drains import DRAIN_TIMEOUT, DrainPlan, Member, plan_drains
 from controller.events import namespaced_event, workload_event
 from controller.memory import Memory
 from controller.node_taints import plan_taints
@@ -109,14 +109,36 @@ class _Pass:
     selections: list[str] = field(default_factory=list)
 
 
-def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
-         memory: Memory | None = None) -> Plan:
-    memory = memory or Memory()
-    valid = [p.acting for p in snapshot.policies if p.acting is not None]
-    invalid = {p.key: list(p.problems) for p in snapshot.policies if p.policy is None}
-    active = [p for p in valid if p.enabled]
+@dataclass(frozen=True)
+class _Decided:
+    """What a pass decides before it plans drains, and what the rest of it reads."""
+
+    active: list[Policy]
+    evaluation: Evaluation
+    health: SchedulerHealth
+    composed: Mapping[WorkloadKey, Composition]
+    workloads: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]]
+    members: Mapping[tuple[str, str], _Membership]
+    blocked: Mapping[str, int]  # resource plans found blocked now, by reason
+    observed: Mapping[str, set[str]]
+    pools: Mapping[str, LabelSelector]
+    node_labels: Mapping[str, Mapping[str, str]]
+    waiting: frozenset[str]  # policies whose drains wait for the scheduler
+    paused: frozenset[str]  # policies that start no drain now
+
+    @property
+    def drain_policies(self) -> list[tuple[Policy, LabelSelector]]:
+        return [(p, self.pools[p.id]) for p in self.active]
+
+    @property
+    def member_of(self) -> dict[tuple[str, str], Member]:
+        return {k: m.member for k, m in self.members.items()}
+
+
+def _decide(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
+            memory: Memory, out: _Pass) -> _Decided:
+    active = [p.acting for p in snapshot.policies if p.acting is not None and p.acting.enabled]
     evaluation = snapshot.evaluation.evaluation if snapshot.evaluation else DEFAULT
-    out = _Pass()
     _evaluation(snapshot.evaluation, settings, now, out)
     health, fell_back = scheduler_health.assess(
         snapshot.policies, _own(snapshot).get(("Deployment", scheduler_objects.DEPLOYMENT)),
@@ -138,34 +160,56 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     node_labels = {n.name: n.labels for n in snapshot.nodes}
     # Policies that start no drain now: their runtime hook still has Pods to replace, or
     # their scheduler cannot schedule (a drain's evictees would wait for it).
-    waiting = set() if up else {p.id for p in active if p.scheduler.mode is SchedulerMode.MANAGED}
+    waiting = frozenset() if up else frozenset(
+        p.id for p in active if p.scheduler.mode is SchedulerMode.MANAGED)
     paused = frozenset(waiting | _converging(snapshot.pods, members, pools, node_labels,
                                              settings.exempt_schedulers, up, snapshot.pdbs))
+    return _Decided(active, evaluation, health, composed, decided, members, blocking.newly,
+                    observed, pools, node_labels, waiting, paused)
+
+
+def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
+         memory: Memory | None = None) -> Plan:
+    memory = memory or Memory()
+    invalid = {p.key: list(p.problems) for p in snapshot.policies if p.policy is None}
+    out = _Pass()
+    d = _decide(snapshot, settings, now, memory, out)
     drains, memo = drain_memo.reuse_or_plan(
-        memory.drains, [(p, pools[p.id]) for p in active], snapshot.nodes, snapshot.pods,
-        {k: m.member for k, m in members.items()}, snapshot.pdbs, now, settings.drain_timeout,
-        paused)
-    draining = {key: d.policy for d in drains for node in d.draining for key in d.evict[node]}
-    _pods(snapshot.pods, members, draining, up, out)
-    _runtime_hook(decided, members, node_labels, pools, snapshot.pods, settings, memory, now,
-                  waiting, out)
+        memory.drains, d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
+        snapshot.pdbs, now, settings.drain_timeout, d.paused)
+    draining = {key: p.policy for p in drains for node in p.draining for key in p.evict[node]}
+    _pods(snapshot.pods, d.members, draining, d.health.routes, out)
+    _runtime_hook(d.workloads, d.members, d.node_labels, d.pools, snapshot.pods, settings,
+                  memory, now, d.waiting, out)
     stranded = scheduler_health.stranded(
-        snapshot.pods, members, health, now, settings.scheduler_down_after,
+        snapshot.pods, d.members, d.health, now, settings.scheduler_down_after,
         settings.intent_grace, settings.stranded_after)
     out.actions += stranded
-    out.actions += plan_taints(snapshot.nodes, drains, {p.id: p for p in active}, memory, now)
-    _scheduler(active, snapshot, settings, memory, now, out)
-    sizes = _deschedulers(active, pools, observed, out.managed, snapshot, settings, memory,
-                          out)
-    failed = _failed_runs(active, snapshot, settings, memory, now, out)
-    _status(snapshot.policies, out.managed, health, settings, sizes,
-            {d.policy: d for d in drains}, failed, memory, now, out)
+    out.actions += plan_taints(snapshot.nodes, drains, {p.id: p for p in d.active}, memory,
+                               now)
+    _scheduler(d.active, snapshot, settings, memory, now, out)
+    sizes = _deschedulers(d.active, d.pools, d.observed, out.managed, snapshot, settings,
+                          memory, out)
+    failed = _failed_runs(d.active, snapshot, settings, memory, now, out)
+    _status(snapshot.policies, out.managed, d.health, settings, sizes,
+            {p.policy: p for p in drains}, failed, memory, now, out)
     out.actions.extend(resources.static_status(
-        snapshot.static_policies, composed,
-        ((pod, m.workload.key) for pod in snapshot.pods if (m := members.get(pod.key))), now))
+        snapshot.static_policies, d.composed,
+        ((pod, m.workload.key) for pod in snapshot.pods if (m := d.members.get(pod.key))),
+        now))
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
                 out.suppressions, out.skipped, tuple(drains), tuple(out.selections),
-                blocking.newly, memo, health.routing.value, len(stranded))
+                d.blocked, memo, d.health.routing.value, len(stranded))
+
+
+def drain_plans(snapshot: Snapshot, settings: PlanSettings,
+                now: datetime.datetime) -> tuple[DrainPlan, ...]:
+    """The drains ``plan`` would start from ``snapshot`` with nothing to reuse, and nothing
+    else: for a reader that carries no action out (the preview), which would otherwise pay
+    for every Pod's labels, the runtime hook and the digest kept for the next pass."""
+    d = _decide(snapshot, settings, now, Memory(), _Pass())
+    return tuple(plan_drains(d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
+                             snapshot.pdbs, now, settings.drain_timeout, d.paused))
 
 
 # --- workloads ----------------------------------------------------------------------
@@ -315,7 +359,7 @@ def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | N
                   node_labels: Mapping[str, Mapping[str, str]],
                   pools: Mapping[str, LabelSelector], pods: Iterable[PodInfo],
                   settings: PlanSettings, memory: Memory, now: datetime.datetime,
-                  waiting: set[str], out: _Pass) -> None:
+                  waiting: frozenset[str], out: _Pass) -> None:
     """``waiting``: policies whose scheduler cannot schedule; their hook replaces nothing
     meanwhile (a replacement would wait for that scheduler, or converge to an intent about to
     change back)."""

@@ -1,10 +1,11 @@
 """What the policies would free on a cluster, as ``kubectl compactor plan`` shows it. Pure.
 
 The preview decides nothing of its own: it hands the ``Snapshot`` the controller would read to
-the controller's own ``controller.plan.plan`` and reports the drain plans it returns
-(``Plan.drains``): the nodes they free in the order they would drain them, why every other
-node in use stays (grouped by reason code), how far that is from the best packing of the same
-requests (``compaction.packing``), the Pods that would move, and what the freed nodes cost.
+the controller's own pass (``controller.plan.drain_plans``: the pass up to its drain plan, the
+rest being writes the preview never makes) and reports the drain plans it returns: the nodes
+they free in the order they would drain them, why every other node in use stays (grouped by
+reason code), how far that is from the best packing of the same requests
+(``compaction.packing``), the Pods that would move, and what the freed nodes cost.
 ``controller.preview_cli`` does the reading and the printing.
 """
 
@@ -21,9 +22,8 @@ from compaction import names
 from compaction.packing import bounds_per_resource, ffd
 from compaction.problem import Problem
 from compaction.safety import is_placeholder
-from controller.actions import Plan
 from controller.drains import DrainPlan
-from controller.plan import PlanSettings, plan
+from controller.plan import PlanSettings, drain_plans
 from controller.pod_runtime import RuntimeSettings
 from controller.simulation import Reason
 from controller.snapshot import (
@@ -242,9 +242,10 @@ class Report:
         return sum(f.evictions for f in self.freeable)
 
 
-def plan_preview(snapshot: Snapshot, now: datetime.datetime) -> Plan:
-    """The controller's plan of this snapshot, with its default settings."""
-    return plan(snapshot, settings(), now)
+def plan_preview(snapshot: Snapshot, now: datetime.datetime) -> tuple[DrainPlan, ...]:
+    """The drains the controller's pass would plan from this snapshot, with its default
+    settings."""
+    return drain_plans(snapshot, settings(), now)
 
 
 def _workload_pod(pod: PodInfo) -> bool:
@@ -326,8 +327,9 @@ def bounds(pods: Iterable[PodInfo], snapshot: Snapshot, in_use: Sequence[str],
                   ffd(items, vector) if items else 0, capacity)
 
 
-def build(snapshot: Snapshot, decided: Plan, prices: Prices = Prices()) -> Report:
-    """The report of the controller's plan ``decided`` of ``snapshot``."""
+def build(snapshot: Snapshot, drains: Sequence[DrainPlan], prices: Prices = Prices()
+          ) -> Report:
+    """The report of the controller's ``drains`` of ``snapshot``."""
     by_node: dict[str, list[PodInfo]] = defaultdict(list)
     for p in snapshot.pods:
         if _workload_pod(p):
@@ -335,22 +337,22 @@ def build(snapshot: Snapshot, decided: Plan, prices: Prices = Prices()) -> Repor
     known = {n.name: n for n in snapshot.nodes}
     in_use = tuple(n.name for n in snapshot.nodes if by_node.get(n.name))
     empty = tuple(n.name for n in snapshot.nodes if not by_node.get(n.name))
-    order = merge_in_order(d.freeable for d in decided.drains)
-    moves = {k for d in decided.drains for k in d.moves}
+    order = merge_in_order(d.freeable for d in drains)
+    moves = {k for d in drains for k in d.moves}
     freed = []
     for name in order:
         leaving = [p for p in by_node.get(name, ()) if p.key in moves]
         node = known.get(name)
         freed.append(Freed(name, sum(not is_placeholder(p.priority) for p in leaving),
                            len(leaving), prices.hourly(node.labels) if node else None))
-    reasons = _reasons(decided.drains)
+    reasons = _reasons(drains)
     stays: dict[str, tuple[Reason, ...]] = {}
     for name in in_use:
         if name in order:
             continue
         stays[name] = tuple(reasons.get(name) or [Reason(
-            "no_pool" if decided.drains else "no_policy",
-            "node is in no policy's node pool" if decided.drains else
+            "no_pool" if drains else "no_policy",
+            "node is in no policy's node pool" if drains else
             "no enabled policy to judge the node")])
     unsimulated = tuple(
         Unsimulated(f"{p.namespace}/{p.name}", p.node_name, p.placement.unsimulated)
@@ -361,7 +363,7 @@ def build(snapshot: Snapshot, decided: Plan, prices: Prices = Prices()) -> Repor
         savings = Savings(sum(priced) * HOURS_PER_MONTH, len(priced),
                           tuple(f.node for f in freed if f.hourly is None))
     return Report(
-        tuple(d.policy for d in decided.drains), len(snapshot.nodes), in_use, empty,
+        tuple(d.policy for d in drains), len(snapshot.nodes), in_use, empty,
         tuple(freed), stays, group(stays),
         bounds(snapshot.pods, snapshot, in_use, len(freed)), unsimulated, savings)
 
@@ -380,10 +382,10 @@ class NodeLoad:
     memory_allocatable: int
 
 
-def loads(snapshot: Snapshot, decided: Plan) -> tuple[NodeLoad, ...]:
+def loads(snapshot: Snapshot, drains: Sequence[DrainPlan]) -> tuple[NodeLoad, ...]:
     """Per node (in the snapshot's order), the requests of every Pod that occupies it, before
     and after the plan's moves (a moved Pod counts on the node the simulation put it on)."""
-    moves = {k: v for d in decided.drains for k, v in d.moves.items()}
+    moves = {k: v for d in drains for k, v in d.moves.items()}
     before: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     after: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for p in snapshot.pods:

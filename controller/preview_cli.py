@@ -326,10 +326,10 @@ def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
                 raise Failure(*chosen.problems)
         snapshot = preview.with_policies(snapshot, chosen)
         now = datetime.datetime.now(datetime.UTC)
-        decided = preview.plan_preview(snapshot, now)
-        report = preview.build(snapshot, decided, cost)
+        drains = preview.plan_preview(snapshot, now)
+        report = preview.build(snapshot, drains, cost)
         if args.plot:
-            plot(preview.loads(snapshot, decided), args.plot)
+            plot(preview.loads(snapshot, drains), args.plot)
     except Failure as e:
         return FAILED, "", list(e.lines)
     if args.output == "json":

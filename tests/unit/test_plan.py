@@ -13,7 +13,7 @@ from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.memory import Memory
-from controller.plan import PlanSettings, digest, plan
+from controller.plan import PlanSettings, digest, drain_plans, plan
 from controller.pod_runtime import RuntimeSettings
 from controller.snapshot import (
     NodeInfo,
@@ -293,10 +293,12 @@ def test_no_new_drain_starts_while_the_runtime_hook_still_re_admits_pods() -> No
               SETTINGS, NOW)
     assert go.drains[0].draining == ("sparse",) and len(_taint_patches(go)) == 1
     busy = (*settled, _on("x1", "dense", False))
-    held = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads, pods=busy),
-                SETTINGS, NOW)
+    busy_snapshot = _snapshot(nodes=nodes, policies=(policy,), workloads=workloads, pods=busy)
+    held = plan(busy_snapshot, SETTINGS, NOW)
     assert held.drains[0].freeable == ("sparse",)  # still shown as freeable...
     assert held.drains[0].draining == () and _taint_patches(held) == []  # ...not started
+    # The pass's drains alone (what the preview reads) are paused alike.
+    assert drain_plans(busy_snapshot, SETTINGS, NOW) == held.drains
 
 
 def test_a_pod_its_budget_keeps_from_the_runtime_hook_does_not_hold_the_drains() -> None:

@@ -29,7 +29,7 @@ from controller.placement import (
     Toleration,
     parse_placement,
 )
-from controller.plan import PlanSettings
+from controller.plan import PlanSettings, drain_plans
 from controller.plan import plan as plan_pass
 from controller.pod_runtime import RuntimeSettings
 from controller.snapshot import NodeInfo, PdbInfo, PodInfo
@@ -462,6 +462,8 @@ def test_the_benchmarks_plans_give_every_node_and_pod_a_verdict(nodes: int,
     result = plan_pass(snapshot, PlanSettings(RuntimeSettings()), NOW)
     assert len(result.drains) == policies
     assert planner_bench.verdicts(snapshot, result.drains) == []
+    # The pass's drains alone, as the preview plans them, are the same plans.
+    assert drain_plans(snapshot, PlanSettings(RuntimeSettings()), NOW) == result.drains
 
 
 def test_the_benchmarks_policies_share_every_node_each_in_namespaces_of_its_own() -> None:

@@ -20,7 +20,6 @@ import pytest
 from compaction import packing
 from compaction.workload import WorkloadType
 from controller import preview, preview_cli
-from controller.actions import Plan
 from controller.drains import DrainPlan, Unremovable
 from controller.placement import Placement
 from controller.simulation import Reason
@@ -81,10 +80,6 @@ def test_the_two_resource_forms_of_the_local_cluster_agree() -> None:
     assert packing.ffd_around({"n": (3500, 0)}, [(1000, 1)], 4000, 4) == 2
 
 
-def _drains(*plans: DrainPlan) -> Plan:
-    return Plan(drains=plans)
-
-
 NODES = [node("n1", labels={preview.INSTANCE_TYPE_LABEL: "m5.large"}),
          node("n2", labels={preview.INSTANCE_TYPE_LABEL: "m5.xlarge"}),
          node("n3")]
@@ -102,9 +97,9 @@ MOVED = {("shop", "a"): "n3", ("shop", "b"): "n3", ("shop", "c"): "n3"}
 def test_savings_of_the_freed_nodes(prices: preview.Prices, monthly: float | None,
                                     unpriced: tuple[str, ...] | None,
                                     hourly: list[float | None]) -> None:
-    report = preview.build(Snapshot(nodes=tuple(NODES), pods=tuple(PODS)), _drains(
+    report = preview.build(Snapshot(nodes=tuple(NODES), pods=tuple(PODS)), (
         DrainPlan("p", ("n1", "n2", "n3"), ("n1", "n2"), moves=MOVED,
-                  unremovable=(Unremovable("n3", (R_KS, R_DEST)),))), prices)
+                  unremovable=(Unremovable("n3", (R_KS, R_DEST)),)),), prices)
     assert [f.hourly for f in report.freeable] == hourly
     if monthly is None:
         assert report.savings is None
@@ -115,9 +110,9 @@ def test_savings_of_the_freed_nodes(prices: preview.Prices, monthly: float | Non
 
 
 def test_the_report_counts_moves_evictions_and_the_nodes_after() -> None:
-    report = preview.build(Snapshot(nodes=tuple(NODES), pods=tuple(PODS)), _drains(
+    report = preview.build(Snapshot(nodes=tuple(NODES), pods=tuple(PODS)), (
         DrainPlan("p", ("n1", "n2", "n3"), ("n1", "n2"), moves=MOVED,
-                  unremovable=(Unremovable("n3", (R_KS, R_DEST)),))))
+                  unremovable=(Unremovable("n3", (R_KS, R_DEST)),)),))
     assert [(f.node, f.pods, f.evictions) for f in report.freeable] == [
         ("n1", 2, 1), ("n2", 1, 1)]  # the placeholder moves without an eviction
     assert report.pods_to_move == 3 and report.evictions == 2
@@ -158,17 +153,17 @@ def test_bounds_use_what_a_node_offers_the_workload_pods(
 
 def test_nodes_without_a_policy_to_judge_them_say_so() -> None:
     pods = (pod("a", "n1"),)
-    no_policy = preview.build(Snapshot(nodes=(node("n1"),), pods=pods), _drains())
+    no_policy = preview.build(Snapshot(nodes=(node("n1"),), pods=pods), ())
     assert [r.code for r in no_policy.stays["n1"]] == ["no_policy"]
     outside = preview.build(Snapshot(nodes=(node("n1"),), pods=pods),
-                            _drains(DrainPlan("p")))
+                            (DrainPlan("p"),))
     assert [r.code for r in outside.stays["n1"]] == ["no_pool"]
 
 
 def test_pods_the_simulation_does_not_judge_are_reported_with_their_reason() -> None:
     spread = Placement(unsimulated="topology spread on zone (DoNotSchedule)")
     pods = (pod("a", "n1", placement=spread), pod("b", "n1"))
-    report = preview.build(Snapshot(nodes=(node("n1"),), pods=pods), _drains(DrainPlan("p")))
+    report = preview.build(Snapshot(nodes=(node("n1"),), pods=pods), (DrainPlan("p"),))
     assert report.unsimulated == (preview.Unsimulated(
         "shop/a", "n1", "topology spread on zone (DoNotSchedule)"),)
     assert "topology spread on zone" in preview.text(report)
