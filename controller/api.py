@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, Protocol
 
 import aiohttp
@@ -22,6 +22,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 Obj = dict[str, Any]
 Page = tuple[list[Obj], str]  # a list page's items and the list's resourceVersion
+Decode = Callable[[bytes], Any]  # an answer's body to its object
 FIELD_MANAGER: Final = "compactor-controller"
 _PATCH_TYPES: Final = {
     "merge": "application/merge-patch+json",
@@ -65,6 +66,8 @@ def without_env_lookups(client: ApiClient) -> ApiClient:
 
 
 class ApiError(Exception):
+    path = ""  # the request's path, set by ``Api.request`` (lists may run side by side)
+
     def __init__(self, status: int, reason: str, message: str) -> None:
         self.status, self.reason, self.message = status, reason, message
         super().__init__(f"HTTP {status} {reason}: {message[:300]}")
@@ -94,7 +97,7 @@ class ReadApi(Protocol):
                    ) -> tuple[list[Obj], str]: ...
 
     def pages(self, path: str, label_selector: str | None = None,
-              limit: int = PAGE) -> AsyncIterator[Page]: ...
+              limit: int = PAGE, decode: Decode = orjson.loads) -> AsyncIterator[Page]: ...
 
     async def version(self) -> str: ...
 
@@ -103,7 +106,7 @@ class WatchApi(Protocol):
     """What a watch cache needs."""
 
     def pages(self, path: str, label_selector: str | None = None,
-              limit: int = PAGE) -> AsyncIterator[Page]: ...
+              limit: int = PAGE, decode: Decode = orjson.loads) -> AsyncIterator[Page]: ...
 
     def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
               label_selector: str | None = None) -> AsyncIterator[tuple[str, Obj]]: ...
@@ -150,7 +153,16 @@ class Api:
 
     async def request(self, method: str, path: str, body: Any = None,
                       content_type: str = "application/json",
-                      query: dict[str, str] | None = None) -> Obj:
+                      query: dict[str, str] | None = None,
+                      decode: Decode = orjson.loads) -> Obj:
+        try:
+            return await self._request(method, path, body, content_type, query, decode)
+        except ApiError as e:
+            e.path = e.path or path
+            raise
+
+    async def _request(self, method: str, path: str, body: Any, content_type: str,
+                       query: dict[str, str] | None, decode: Decode) -> Obj:
         for attempt in range(1, THROTTLE_ATTEMPTS + 1):
             self.requests += 1
             try:
@@ -181,7 +193,7 @@ class Api:
                 await asyncio.sleep(retry_after(response.headers))
                 continue
             try:
-                result = orjson.loads(data) if data else {}
+                result = decode(data) if data else {}
             except orjson.JSONDecodeError as e:
                 raise ApiError(response.status, "Undecodable",
                                f"{method} {path}: not JSON: {e}") from e
@@ -205,19 +217,20 @@ class Api:
         return list(out.get("items") or []), str(out.get("metadata", {}).get("resourceVersion", ""))
 
     async def pages(self, path: str, label_selector: str | None = None,
-                    limit: int = PAGE) -> AsyncIterator[Page]:
+                    limit: int = PAGE, decode: Decode = orjson.loads) -> AsyncIterator[Page]:
         """A list in pages of ``limit`` (one consistent snapshot): each page's items and the
-        list's resourceVersion. An expired continue token raises ApiError(410).
+        list's resourceVersion, each page's body decoded by ``decode`` (e.g. through a schema of
+        the fields the caller reads). An expired continue token raises ApiError(410).
 
         The next page is asked for before this one is handed over: the API server reads and
         encodes it while the caller parses this one (a large list takes half the time)."""
         def ask(token: str) -> asyncio.Task[Obj]:
-            query = {"limit": str(limit)}
+            query = {"limit": str(limit)} if limit else {}  # 0: the whole list at once
             if label_selector:
                 query["labelSelector"] = label_selector
             if token:
                 query["continue"] = token
-            return asyncio.ensure_future(self.request("GET", path, query=query))
+            return asyncio.ensure_future(self.request("GET", path, query=query, decode=decode))
 
         pending: asyncio.Task[Obj] | None = ask("")
         try:

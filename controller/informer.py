@@ -26,8 +26,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+import orjson
+
 from compaction import kinds
-from controller.api import ApiError, Obj, WatchApi
+from controller.api import ApiError, Decode, Obj, WatchApi
 from controller.versions import newer
 
 log = logging.getLogger("compactor.controller")
@@ -71,6 +73,9 @@ class Source:
     (a node's heartbeat changes its resourceVersion, nothing a pass reads)."""
 
     parse: Callable[[Obj], Any] | None = None
+    # How a list's pages are decoded: through a schema of the fields ``parse`` and the
+    # informer read (``controller.pod_schema``), or whole.
+    decode: Decode = orjson.loads
     wakes: bool = True
     selector: str = ""
     same: Callable[[Any, Any], bool] | None = None
@@ -88,9 +93,10 @@ class Informer(Generic[T]):
     def __init__(self, api: WatchApi, path: str, parse: Callable[[Obj], T],
                  wake: Callable[[], None] | None = None, not_served_retry: float = 60.0,
                  error_retry: float = 2.0, selector: str = "",
-                 same: Callable[[T, T], bool] | None = None) -> None:
+                 same: Callable[[T, T], bool] | None = None,
+                 decode: Decode = orjson.loads) -> None:
         self.api, self.path, self.wake, self.parse = api, path, wake, parse
-        self.selector, self.same = selector, same
+        self.selector, self.same, self.decode = selector, same, decode
         self.synced = False
         self.settled = False  # listed once, or found not served
         self.served = True  # False while the last list found the kind not installed
@@ -126,7 +132,8 @@ class Informer(Generic[T]):
         list stays."""
         listed: dict[tuple[str, str], tuple[str, T]] = {}
         version = ""
-        async for items, at in self.api.pages(self.path, self.selector or None):
+        async for items, at in self.api.pages(self.path, self.selector or None,
+                                              decode=self.decode):
             version = at
             for obj in items:
                 if _key(obj)[1]:
@@ -185,7 +192,7 @@ class Informers:
         self.sources = dict(sources)
         self.by_path: dict[str, Informer[Any]] = {
             p: Informer(api, p, s.parse or _nothing, self._wake if s.wakes else None,
-                        selector=s.selector, same=s.same)
+                        selector=s.selector, same=s.same, decode=s.decode)
             for p, s in sorted(self.sources.items())}
 
     def objects(self) -> int:

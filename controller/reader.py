@@ -19,7 +19,7 @@ from compaction import names
 from compaction.limit_range import LimitRange
 from compaction.policy import SchedulerMode
 from compaction.workload import WorkloadType
-from controller.api import ApiError, ReadApi
+from controller.api import PAGE, ApiError, ReadApi
 from controller.informer import Informers
 from controller.snapshot import (
     EvaluationObject,
@@ -57,6 +57,7 @@ class Reader:
     def __init__(self, api: ReadApi, namespace: str = names.INSTALL_NAMESPACE,
                  informers: Informers | None = None) -> None:
         self.api, self.namespace, self.informers = api, namespace, informers
+        self.page = PAGE  # objects per page of a list the caches do not hold
         self._sources = sources(namespace)
         self._missing_paths: set[str] = set()
         self._version: tuple[str, float] = ("", 0.0)
@@ -113,14 +114,16 @@ class Reader:
             return informer.items()
         if self.informers is not None and self.informers.unserved(path):
             return []  # its cache looks again every minute; a list now would only say 404
-        parse = self._sources[path].parse
+        source = self._sources[path]
+        parse = source.parse
         assert parse is not None
         out: list[Any] = []
         try:
             for attempt in range(1, LIST_ATTEMPTS + 1):
                 out = []
                 try:
-                    async for items, _ in self.api.pages(path, selector):
+                    async for items, _ in self.api.pages(path, selector, self.page,
+                                                         source.decode):
                         out += [parse(o) for o in items]
                     break
                 except ApiError as e:

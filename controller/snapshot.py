@@ -411,7 +411,7 @@ def parse_own(kind: str, obj: Mapping[str, Any]) -> OwnObject:
                          condition.get("lastTransitionTime")))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Snapshot:
     policies: tuple[PolicyObject, ...] = ()  # cluster and namespaced
     static_policies: tuple[StaticPolicyObject, ...] = ()
@@ -425,3 +425,12 @@ class Snapshot:
     pods: tuple[PodInfo, ...] = ()
     own: tuple[OwnObject, ...] = ()
     cluster_version: str = ""
+
+    def __repr__(self) -> str:
+        """Counts, not records: a large cluster's would take seconds to format, and asyncio
+        formats a finished task's result when ``asyncio.run`` puts its SIGINT handler back."""
+        counted = ", ".join(f"{f.name}={len(getattr(self, f.name))}"
+                            for f in dataclasses.fields(self)
+                            if f.name not in ("evaluation", "cluster_version"))
+        return (f"Snapshot({counted}, evaluation={self.evaluation is not None}, "
+                f"cluster_version={self.cluster_version!r})")

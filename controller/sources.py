@@ -18,6 +18,7 @@ from compaction.limit_range import parse_limit_range
 from compaction.workload import WorkloadType
 from controller.informer import Source
 from controller.objects import Obj, meta, str_map
+from controller.pod_schema import decode_pod_list
 from controller.snapshot import (
     EvaluationObject,
     NodeInfo,
@@ -81,7 +82,7 @@ def sources(namespace: str) -> dict[str, Source]:
     for the bulk kinds (a workload's status change says its Pods changed), the disruption
     budgets and the controller's own objects (read again at the next resync)."""
     out = {
-        PODS: Source(parse_pod, wakes=False),
+        PODS: Source(parse_pod, decode=decode_pod_list, wakes=False),
         REPLICA_SETS: Source(owner_parser("ReplicaSet"), wakes=False),
         NAMESPACES: Source(parse_namespace, same=lambda a, b: bool(a == b)),
         NODES: Source(parse_node, same=_same_node),

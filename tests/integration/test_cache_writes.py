@@ -9,11 +9,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 
 from compaction import names
 from compaction.workload import WorkloadType
-from controller.api import Api, Page
+from controller.api import Api, Decode, Page
 from controller.informer import Informers
 from controller.reconciler import Reconciler
 from controller.sources import sources
@@ -33,8 +34,8 @@ class HeldWatches:
         self.open.set()
 
     def pages(self, path: str, label_selector: str | None = None,
-              limit: int = 500) -> AsyncIterator[Page]:
-        return self.api.pages(path, label_selector, limit)
+              limit: int = 500, decode: Decode = orjson.loads) -> AsyncIterator[Page]:
+        return self.api.pages(path, label_selector, limit, decode)
 
     async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
                     label_selector: str | None = None) -> AsyncIterator[tuple[str, Any]]:

@@ -8,9 +8,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 
-from controller.api import ApiError, Page
+from controller.api import ApiError, Decode, Page
 from controller.informer import Informer, Informers, Source, drop_managed_fields
 from controller.snapshot import parse_pod
 
@@ -31,8 +32,8 @@ class ScriptedApi:
         self.calls.append(("list", label_selector or ""))
         return [pod("a", "5")], "5"
 
-    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500
-                    ) -> AsyncIterator[Page]:
+    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500,
+                    decode: Decode = orjson.loads) -> AsyncIterator[Page]:
         yield await self.list(path, label_selector)
 
     async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,

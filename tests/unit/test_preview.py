@@ -280,7 +280,8 @@ def test_plot_without_matplotlib_says_so(tmp_path: Path,
 def _reads(snapshot: Snapshot) -> Callable[..., Coroutine[Any, Any, Snapshot]]:
     async def read(kubeconfig: str | None, context: str | None, policies: bool,
                    progress: preview_cli.Progress | None = None,
-                   timeout: float = preview_cli.REQUEST_TIMEOUT) -> Snapshot:
+                   timeout: float = preview_cli.REQUEST_TIMEOUT,
+                   page: int = preview_cli.CHUNK_SIZE) -> Snapshot:
         return snapshot
     return read
 
@@ -352,9 +353,19 @@ def test_ffd_packs_as_the_textbook_first_fit_decreasing_does(seed: int) -> None:
     assert packing.ffd(items, capacity, opened) == _first_fit_decreasing(items, capacity, opened)
 
 
-def test_a_negative_request_timeout_is_refused_before_anything_is_read() -> None:
+def test_a_negative_request_timeout_or_chunk_size_is_refused_before_anything_is_read() -> None:
     code, out, errors = preview_cli.run(["plan", "--request-timeout", "-1"])
     assert (code, out, errors) == (2, "", ["--request-timeout: must be >= 0"])
+    code, out, errors = preview_cli.run(["plan", "--chunk-size", "-1"])
+    assert (code, out, errors) == (2, "", ["--chunk-size: must be >= 0"])
+
+
+def test_a_snapshot_shows_its_counts_not_its_records() -> None:
+    """asyncio formats the result of the task that read it: with 150,000 Pods, seconds."""
+    snapshot = Snapshot(nodes=tuple(NODES), pods=tuple(PODS))
+    shown = repr(snapshot)
+    assert "nodes=3," in shown and f"pods={len(PODS)}," in shown
+    assert "PodInfo" not in shown and "NodeInfo" not in shown
 
 
 def test_the_cluster_is_read_without_cyclic_collections_and_then_frozen_out_of_them() -> None:

@@ -7,9 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 
-from controller.api import ApiError, Page
+from controller.api import ApiError, Decode, Page
 from controller.informer import Informers
 from controller.reader import JOBS, PODS, POLICIES, REPLICA_SETS, Reader
 from controller.sources import sources
@@ -37,8 +38,8 @@ class RecordingApi:
             return list(self.policies), "1"
         return ([POD] if path == PODS else []), "3"
 
-    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500
-                    ) -> AsyncIterator[Page]:
+    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500,
+                    decode: Decode = orjson.loads) -> AsyncIterator[Page]:
         yield await self.list(path, label_selector)
 
     async def version(self) -> str:
@@ -120,8 +121,8 @@ class ExpiringApi(RecordingApi):
         super().__init__()
         self.expiries = expiries
 
-    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500
-                    ) -> AsyncIterator[Page]:
+    async def pages(self, path: str, label_selector: str | None = None, limit: int = 500,
+                    decode: Decode = orjson.loads) -> AsyncIterator[Page]:
         if path != PODS:
             yield await self.list(path, label_selector)
             return
