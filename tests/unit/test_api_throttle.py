@@ -65,6 +65,7 @@ async def test_throttling_past_the_last_attempt_with_mocked_client_raises_the_42
     with pytest.raises(ApiError) as e:
         await api.request("GET", "/api/v1/pods")
     assert e.value.status == 429 and "storage" in e.value.message
+    assert e.value.path == "/api/v1/pods"  # named in errors, where lists run side by side
     assert client.calls == THROTTLE_ATTEMPTS and len(slept) == THROTTLE_ATTEMPTS - 1
 
 
