@@ -59,7 +59,7 @@ test: $(STAMP) tools images lint typecheck
 ## node: the real node's tests (kubelet, containerd), inside a network namespace of their own
 node: $(STAMP) tools images
 	images="$$(bash tools/build-images.sh)" && \
-	  COMPACTOR_IMAGES_DIR="$$images" $(BIN)/python -m localcluster.node -- $(BIN)/pytest tests/node
+	  COMPACTOR_IMAGES_DIR="$$images" $(BIN)/python -m localcluster.node -- $(BIN)/pytest tests/node --durations=10
 
 ## demo: start the embedded local cluster and keep it up until Ctrl-C; REAL_NODE=1: every
 ## Compactor part from its image on a real node, installed with kustomize (root; builds the
