@@ -174,10 +174,14 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
         now = snapshot(kube)
         # Where the last round's evictees came back, and through which scheduler: a futile
         # eviction's replacement on a node no managed Pod held says which of the two erred.
-        held = nodes_with(p for p in previous if p.managed)
-        known = {p.uid for p in previous}
-        arrived = ([p for p in now if p.managed and p.uid not in known]
-                   if last is not None and last.evicted else [])
+        arrived: list[str] = []
+        if last is not None and last.evicted:
+            held = nodes_with(p for p in previous if p.managed)
+            known = {p.uid for p in previous}
+            arrived = [f"{p.namespace}/{p.name} on {p.node or '(pending)'}"
+                       f"{'' if not p.node or p.node in held else ' (a node no managed Pod held)'}"
+                       f" by {p.scheduler}, {p.phase}"
+                       for p in now if p.managed and p.uid not in known]
         if last is not None:
             bounced += _bounced(last.evicted, previous, now)
         for p in now:
@@ -202,9 +206,7 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
                   f"{len(pending_hook)} Pods awaiting the runtime hook, {in_use} nodes carry "
                   f"managed Pods, {kept} kept"
                   + "".join(f"\n    evicted {pod} from {node}" for pod, node in result.evicted)
-                  + "".join(f"\n    came back: {p.namespace}/{p.name} on {p.node or '(pending)'}"
-                            f"{'' if p.node in held else ' (a node no managed Pod held)'} "
-                            f"by {p.scheduler}, {p.phase}" for p in arrived),
+                  + "".join(f"\n    came back: {line}" for line in arrived),
                   flush=True)
         passes = stack.controller_metric(PASSES)
         if result.evicted or pending_hook:
