@@ -7,6 +7,7 @@ COPY pyproject.toml README.md ./
 COPY compaction ./compaction
 COPY webhook ./webhook
 COPY controller ./controller
+COPY kubectl_compactor ./kubectl_compactor
 COPY certs ./certs
 RUN python -m venv /opt/compactor && /opt/compactor/bin/pip install --no-compile .
 

@@ -45,7 +45,7 @@ class Hold(StrEnum):
 
 
 class PodFacts(Protocol):
-    """What the rule reads of a Pod (``controller.snapshot.PodInfo`` has it)."""
+    """What the rule reads of a Pod (``controller.snapshot.snapshot.PodInfo`` has it)."""
 
     @property
     def namespace(self) -> str: ...

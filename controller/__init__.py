@@ -1,2 +1,3 @@
-"""The compaction controller: each pass reads a snapshot (``reader``), decides with pure code
-(``plan``) and carries the plan out (``executor``); ``manager`` runs the passes."""
+"""The compaction controller, laid out as one pass runs: ``read`` fills a ``snapshot``, ``plan``
+decides with pure code (on the ``drain_planner`` and the ``components`` it renders), ``act``
+carries the plan out through ``kubeapi``; ``process`` runs the passes."""

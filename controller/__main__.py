@@ -1,4 +1,4 @@
-from controller.manager import main
+from controller.process.manager import main
 
 if __name__ == "__main__":
     main()

@@ -37,13 +37,13 @@ from compaction import names
 from compaction.quantity import add
 from compaction.safety import Hold
 from compaction.workload import WorkloadType
-from controller import drain_memo
-from controller.drains import DrainPlan
-from controller.placement import parse_placement
-from controller.plan import PlanSettings, plan
-from controller.pod_runtime import RuntimeSettings
-from controller.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot, parse_policy_object
-from controller.workloads import WorkloadObject, workload_object
+from controller.components.pod_settings import RuntimeSettings
+from controller.drain_planner import memo as drain_memo
+from controller.drain_planner.planner import DrainPlan
+from controller.plan.decide import PlanSettings, plan
+from controller.snapshot.constraints import parse_placement
+from controller.snapshot.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot, parse_policy_object
+from controller.snapshot.workload import WorkloadObject, workload_object
 
 GI = 2**30 * 1000
 # (namespace, name, replicas per 100 nodes, cpu millicores, memory MiB), as bench-e2e's mix.

@@ -10,7 +10,7 @@ the report. Each run's wall time (start to exit) and peak RSS (``wait4``'s ``ru_
 that one child) are measured; targets: under 20 s and under 1 GiB, judged on the median time
 and the largest RSS. The report is checked to judge every node.
 
-``--against DIR`` also runs another checkout's plugin (``python -m controller.preview_cli``
+``--against DIR`` also runs another checkout's plugin (``python -m kubectl_compactor.cli``
 from DIR, e.g. a ``git worktree`` of an earlier commit), interleaved with this one's on the
 same cluster, and prints the ratio of their median wall and CPU times.
 """
@@ -63,10 +63,18 @@ class Run:
     pods_to_move: int
 
 
+def plugin_module(source: Path) -> str:
+    """The plugin's module in a checkout: a package of its own, or inside the controller in
+    checkouts made before it moved out."""
+    if (source / "kubectl_compactor" / "cli.py").is_file():
+        return "kubectl_compactor.cli"
+    return "controller.preview_cli"
+
+
 def preview(kubeconfig: Path, policy: Path, source: Path | None = None) -> Run:
     """One run of the plugin as a child of its own, timed and measured by ``wait4``: the
     installed one, or ``source``'s (a checkout's) with this interpreter."""
-    command = [PLUGIN] if source is None else [sys.executable, "-m", "controller.preview_cli"]
+    command = [PLUGIN] if source is None else [sys.executable, "-m", plugin_module(source)]
     env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()

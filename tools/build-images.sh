@@ -145,8 +145,8 @@ bin="$(bash "$here/build.sh")" || fail "tools/build.sh failed: the scheduler ima
 for b in kube-scheduler descheduler; do
   [[ -x "$bin/$b" ]] || fail "tools/build.sh left no $b in $bin"
 done
-grep -q "registry.k8s.io/descheduler/descheduler:$DESCHEDULER_VERSION" "$root/controller/pod_runtime.py" ||
-  fail "controller/pod_runtime.py renders another descheduler image than $DESCHEDULER_VERSION (versions.env)"
+grep -q "registry.k8s.io/descheduler/descheduler:$DESCHEDULER_VERSION" "$root/controller/components/pod_settings.py" ||
+  fail "controller/components/pod_settings.py renders another descheduler image than $DESCHEDULER_VERSION (versions.env)"
 
 export GOFLAGS="${GOFLAGS:-} -mod=mod -buildvcs=false"
 gomod_dir() { # gomod_dir <module@version>: its directory in the module cache

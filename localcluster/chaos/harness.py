@@ -25,7 +25,7 @@ import orjson
 
 from compaction import names
 from compaction.intent import parse_intent
-from controller.convergence import ConvergenceState
+from controller.plan.convergence import ConvergenceState
 from localcluster.chaos.audit import AuditLog, evictions, pod_creations
 from localcluster.chaos.background import DeschedulerLoop, LeaseWatch, Restarter
 from localcluster.chaos.churn import Churn
@@ -57,7 +57,7 @@ POLICY_API = f"apis/{names.API_VERSION}"
 WEBHOOK_OFF = {"chaos.compactor.test/admission": "off"}
 CONTROLLER_USER = f"system:serviceaccount:{names.INSTALL_NAMESPACE}:compactor-controller"
 DESCHEDULER_USER = f"system:serviceaccount:{names.INSTALL_NAMESPACE}:compactor-descheduler"
-LEASE_SECONDS = 15.0  # the controller's Lease duration (controller/settings.py)
+LEASE_SECONDS = 15.0  # the controller's Lease duration (controller/process/settings.py)
 FAILED_OPEN = "compactor_admission_failed_open_total"
 # How long after a fault ends the Pods must stay converged: what the load creates right
 # after it (the Deployment controller catching up, say) is judged too.

@@ -120,7 +120,7 @@ def forecast(cluster: Cluster, scenario: Scenario, **policy: Any) -> dict[str, A
     """What ``kubectl compactor plan -f POLICY -o json`` says of the cluster as it is now, with
     the scenario's policies (``policy`` over their specs) given as files: the plugin itself,
     in-process, against the local cluster's kubeconfig."""
-    from controller import preview_cli
+    from kubectl_compactor import cli as preview_cli
 
     with tempfile.TemporaryDirectory(prefix="compactor-forecast-") as tmp:
         file = Path(tmp) / "policies.yaml"

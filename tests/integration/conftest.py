@@ -14,8 +14,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from controller.api import Api
-from controller.reconciler import Reconciler
+from controller.kubeapi.client import Api
+from controller.process.reconciler import Reconciler
 from localcluster import Cluster, ClusterConfig, Kube
 from localcluster.cluster.control_plane import ROOT
 from localcluster.cluster.kube import path, wait_for

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from controller.plan import PlanSettings
-from controller.pod_runtime import RuntimeSettings
+from controller.components.pod_settings import RuntimeSettings
+from controller.plan.decide import PlanSettings
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import MANUAL_STATUS, ROOT
 from localcluster.cluster.kube import path, wait_for

@@ -14,11 +14,11 @@ import pytest
 
 from compaction import names
 from compaction.workload import WorkloadType
-from controller.api import Api, Decode, Page
-from controller.informer import Informers
-from controller.reconciler import Reconciler
-from controller.sources import sources
-from controller.workloads import list_path
+from controller.kubeapi.client import Api, Decode, Page
+from controller.kubeapi.informer import Informers
+from controller.process.reconciler import Reconciler
+from controller.read.sources import sources
+from controller.snapshot.workload import list_path
 from localcluster import Cluster, Kube
 from localcluster.cluster.kube import path
 from tests.integration.conftest import Policies

@@ -24,7 +24,7 @@ from certs.authority import service_names
 from certs.manager import CertManager, CertSettings
 from certs.rotation import Lifetimes, Names
 from compaction.intent import Intent
-from controller.api import Api
+from controller.kubeapi.client import Api
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.helpers import (

@@ -16,9 +16,9 @@ import pytest_asyncio
 import yaml
 
 from compaction.intent import parse_intent
-from controller.api import Api
-from controller.reconciler import Reconciler
-from controller.settings import load
+from controller.kubeapi.client import Api
+from controller.process.reconciler import Reconciler
+from controller.process.settings import load
 from localcluster import Cluster, Kube
 from localcluster.cluster.control_plane import NodeShape
 from localcluster.cluster.kube import path, wait_for

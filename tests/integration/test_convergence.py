@@ -14,10 +14,10 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from controller.api import Api
-from controller.metrics import ControllerMetrics
-from controller.reconciler import Reconciler
-from controller.scheduler_objects import render_scheduler_config
+from controller.act.metrics import ControllerMetrics
+from controller.components.scheduler import render_scheduler_config
+from controller.kubeapi.client import Api
+from controller.process.reconciler import Reconciler
 from localcluster import Cluster, Kube
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.helpers import (

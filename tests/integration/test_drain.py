@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.api import Api
-from controller.reconciler import Reconciler
+from controller.kubeapi.client import Api
+from controller.process.reconciler import Reconciler
 from localcluster import Cluster, Kube
 from localcluster.cluster.control_plane import NodeShape
 from localcluster.cluster.kube import path, wait_for

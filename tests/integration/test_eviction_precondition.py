@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from controller.actions import Evict, Plan
-from controller.api import Api
-from controller.executor import Executor
-from controller.memory import Memory
-from controller.metrics import ControllerMetrics
+from controller.act.executor import Executor
+from controller.act.metrics import ControllerMetrics
+from controller.kubeapi.client import Api
+from controller.plan.actions import Evict, Plan
+from controller.plan.between_passes import Memory
 from localcluster import Cluster, Kube
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.helpers import PAUSE, gone

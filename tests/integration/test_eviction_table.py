@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from controller.api import Api
-from controller.metrics import ControllerMetrics
-from controller.reconciler import Reconciler
+from controller.act.metrics import ControllerMetrics
+from controller.kubeapi.client import Api
+from controller.process.reconciler import Reconciler
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
 from localcluster.cluster.kube import path, wait_for

@@ -248,7 +248,7 @@ def test_controller_runtime_values_become_its_environment(bin_dir: Path,
     assert mirrored["COMPACTION_SCHEDULER_IMAGE"] == f"mirror.example/ks@{DIGEST}"
     assert "COMPACTION_SCHEDULER_IMAGE_DIGEST" not in mirrored
     # The controller's settings read exactly these names.
-    from controller import settings as controller_settings
+    from controller.process import settings as controller_settings
     loaded = controller_settings.load(
         {**env, **{k: v for k, v in mirrored.items() if "SCHEDULER" in k}}).runtime
     assert loaded.openshift and loaded.scheduler_image_override == f"mirror.example/ks@{DIGEST}"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from compaction.intent import parse_intent
-from controller.reconciler import Reconciler
+from controller.process.reconciler import Reconciler
 from localcluster import Kube
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from compaction import names
-from controller.api import Api
-from controller.reconciler import Reconciler
+from controller.kubeapi.client import Api
+from controller.process.reconciler import Reconciler
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies

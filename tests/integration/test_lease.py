@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from controller.api import Api
-from controller.lease import LeaderElector
+from controller.kubeapi.client import Api
+from controller.process.lease import LeaderElector
 from localcluster import Cluster, Kube
 
 

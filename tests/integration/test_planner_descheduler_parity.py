@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from compaction import names
-from controller.convergence import ConvergenceState
-from controller.plan import PlanSettings, plan
-from controller.pod_runtime import RuntimeSettings
-from controller.reconciler import Reconciler
-from controller.snapshot import PodInfo, Snapshot
+from controller.components.pod_settings import RuntimeSettings
+from controller.plan.convergence import ConvergenceState
+from controller.plan.decide import PlanSettings, plan
+from controller.process.reconciler import Reconciler
+from controller.snapshot.snapshot import PodInfo, Snapshot
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
 from localcluster.cluster.kube import path, wait_for
@@ -139,7 +139,7 @@ def _planner_verdicts(snapshot: Snapshot, policy: str, sparse: str,
                       now: datetime.datetime) -> dict[tuple[str, str], Verdict]:
     """The planner's verdict on each Pod of the sparse node.
 
-    ``controller.plan.plan`` is the pass's own pure planning, from a snapshot read as the
+    ``controller.plan.decide.plan`` is the pass's own pure planning, from a snapshot read as the
     pass reads it; its drain plans come from ``plan_drains``. A plan answers per node, and
     its reasons do not always name the Pod (a budget's names the budget), so each Pod is
     judged alone: planned on the same snapshot with every other Pod of the sparse node left

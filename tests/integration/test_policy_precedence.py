@@ -20,8 +20,8 @@ from compaction import names
 from compaction.intent import parse_intent
 from compaction.policy import policy_id
 from compaction.validation import parse_policy
-from controller.descheduler import POLICY_KEY, render_descheduler_policy
-from controller.reconciler import Reconciler
+from controller.components.descheduler import POLICY_KEY, render_descheduler_policy
+from controller.process.reconciler import Reconciler
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import NodeShape
 from localcluster.cluster.kube import path, wait_for

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from compaction.validation import parse_policy
-from controller.descheduler import render_descheduler_policy
-from controller.scheduler_objects import render_scheduler_config
+from controller.components.descheduler import render_descheduler_policy
+from controller.components.scheduler import render_scheduler_config
 from localcluster import Cluster, Kube
 from localcluster.cluster.control_plane import NodeShape
 from localcluster.cluster.kube import path, wait_for

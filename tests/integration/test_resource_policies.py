@@ -15,7 +15,7 @@ import pytest
 
 from compaction import names
 from compaction.resource_plan import parse_resource_plan
-from controller.reconciler import Reconciler
+from controller.process.reconciler import Reconciler
 from localcluster import ApiError, Kube
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import POLICY_API, Policies

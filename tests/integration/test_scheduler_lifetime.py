@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from compaction import names
-from controller.reconciler import Reconciler
+from controller.process.reconciler import Reconciler
 from localcluster import Cluster, Kube
 from localcluster.cluster.control_plane import NodeShape
 from localcluster.cluster.kube import path, wait_for

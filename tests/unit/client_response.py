@@ -1,5 +1,5 @@
 """A stand-in for the raw aiohttp response that kubernetes-asyncio's ``call_api`` returns
-when asked not to preload it: what ``controller.api.Api.request`` reads of one."""
+when asked not to preload it: what ``controller.kubeapi.client.Api.request`` reads of one."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from controller.api import Api, ApiError
+from controller.kubeapi.client import Api, ApiError
 from tests.unit.client_response import Response
 
 

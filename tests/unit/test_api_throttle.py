@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from controller.api import (
+from controller.kubeapi.client import (
     THROTTLE_ATTEMPTS,
     TIMED_OUT,
     UNREACHABLE,

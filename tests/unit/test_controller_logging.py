@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.manager import BODY_LOGGERS, quiet_client_logs
+from controller.process.manager import BODY_LOGGERS, quiet_client_logs
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@ per policy and per first reason, and a policy that is gone leaves no series."""
 
 from __future__ import annotations
 
-from controller.drains import DrainPlan, Unremovable
-from controller.metrics import ControllerMetrics
-from controller.simulation import Reason
+from controller.act.metrics import ControllerMetrics
+from controller.drain_planner.planner import DrainPlan, Unremovable
+from controller.drain_planner.simulated_cluster import Reason
 
 PDB = Reason("pdb", "pdb shop/web allows 0 disruptions")
 FIT = Reason("does_not_fit", "pod shop/x does not fit elsewhere: cpu 600m")

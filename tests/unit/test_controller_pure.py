@@ -11,12 +11,13 @@ import pytest
 from compaction.intent import intent_for
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
-from controller.placement import Placement, Toleration
-from controller.pods import OwnerIndex, is_protected, pod_patch, stale_copies
-from controller.scheduler_health import Routing, SchedulerHealth
-from controller.snapshot import OwnerInfo, PodInfo, owner_parser, parse_pod
-from controller.status import Condition, policy_conditions, render_conditions
-from controller.workloads import WorkloadObject, desired_policy, workload_object, workload_patch
+from controller.plan.pod_metadata import OwnerIndex, is_protected, pod_patch, stale_copies
+from controller.plan.scheduler_routing import Routing, SchedulerHealth
+from controller.plan.status import Condition, policy_conditions, render_conditions
+from controller.plan.workload_metadata import desired_policy, workload_patch
+from controller.snapshot.constraints import Placement, Toleration
+from controller.snapshot.snapshot import OwnerInfo, PodInfo, owner_parser, parse_pod
+from controller.snapshot.workload import WorkloadObject, workload_object
 
 POLICY = parse_policy({"metadata": {"name": "p"}, "spec": {}})
 INTENT = intent_for(POLICY, WorkloadType.DEPLOYMENT)

@@ -12,14 +12,14 @@ from compaction.intent import intent_for
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
-from controller.convergence import (
+from controller.plan.convergence import (
     ConvergenceState,
     fingerprint,
     is_compliant,
     is_replacement,
     skip_reason,
 )
-from controller.snapshot import PodInfo, parse_pod
+from controller.snapshot.snapshot import PodInfo, parse_pod
 
 POLICY = parse_policy({"metadata": {"name": "p"}, "spec": {"setLabelsByEviction": True}})
 INTENT = intent_for(POLICY, WorkloadType.DEPLOYMENT)

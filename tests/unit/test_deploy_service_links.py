@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.settings import SettingsError
-from controller.settings import load as controller_settings
+from controller.process.settings import SettingsError
+from controller.process.settings import load as controller_settings
 from webhook.settings import Settings as WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[2]

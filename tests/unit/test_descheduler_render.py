@@ -8,12 +8,12 @@ import pytest
 
 from compaction.policy import Policy
 from compaction.validation import parse_policy
-from controller.descheduler import (
+from controller.components.descheduler import (
     descheduler_configmap,
     descheduler_cronjob,
     render_descheduler_policy,
 )
-from controller.pod_runtime import RuntimeSettings
+from controller.components.pod_settings import RuntimeSettings
 from tests.reference import reference_policies
 
 

@@ -1,6 +1,7 @@
 """A bad deployment never passes silently: the kubelet's reason for a container it cannot start
 and a descheduler run's failure are read into the records, and a policy's status and Events
-name them (``controller.descheduler.failed_run``, ``controller.status``), as table tests."""
+name them (``controller.components.descheduler.failed_run``, ``controller.plan.status``), as table
+tests."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from controller.actions import RecordEvent, WriteStatus
-from controller.descheduler import failed_run
-from controller.memory import Memory
-from controller.plan import plan
-from controller.snapshot import OwnerInfo, owner_parser, parse_pod
+from controller.components.descheduler import failed_run
+from controller.plan.actions import RecordEvent, WriteStatus
+from controller.plan.between_passes import Memory
+from controller.plan.decide import plan
+from controller.snapshot.snapshot import OwnerInfo, owner_parser, parse_pod
 from tests.unit.test_plan import NOW, RS, SETTINGS, _deploy, _policy, _snapshot
 
 NS = "compactor-system"

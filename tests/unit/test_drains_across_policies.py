@@ -14,9 +14,9 @@ from compaction.policy import Policy
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
-from controller.drains import DrainPlan, Member, plan_drains
-from controller.placement import Taint
-from controller.snapshot import NodeInfo, PodInfo
+from controller.drain_planner.planner import DrainPlan, Member, plan_drains
+from controller.snapshot.constraints import Taint
+from controller.snapshot.snapshot import NodeInfo, PodInfo
 from tests.unit.test_planner import NOW, node, pod
 
 ALL = LabelSelector()

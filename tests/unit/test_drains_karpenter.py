@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from controller.drain_taint import drain_taint
-from controller.drains import DrainPlan
-from controller.placement import Taint
-from controller.snapshot import NodeInfo, PodInfo
+from controller.drain_planner.planner import DrainPlan
+from controller.drain_planner.taint import drain_taint
+from controller.snapshot.constraints import Taint
+from controller.snapshot.snapshot import NodeInfo, PodInfo
 from tests.unit.test_drains_across_policies import ALL, _plans, _policy, _team
 from tests.unit.test_planner import NOW, node
 

@@ -14,11 +14,11 @@ import pytest_asyncio
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from controller.actions import Evict, Patch, Plan, Target
-from controller.api import Api
-from controller.executor import Executor
-from controller.memory import Memory
-from controller.metrics import ControllerMetrics
+from controller.act.executor import Executor
+from controller.act.metrics import ControllerMetrics
+from controller.kubeapi.client import Api
+from controller.plan.actions import Evict, Patch, Plan, Target
+from controller.plan.between_passes import Memory
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 WORKLOAD = "/apis/apps/v1/namespaces/shop/statefulsets/db"

@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from controller.actions import (
+from controller.act.executor import Executor, batches
+from controller.act.metrics import ControllerMetrics
+from controller.kubeapi.client import ApiError
+from controller.plan.actions import (
     Action,
     Apply,
     Create,
@@ -23,10 +26,7 @@ from controller.actions import (
     Target,
     WriteStatus,
 )
-from controller.api import ApiError
-from controller.executor import Executor, batches
-from controller.memory import Memory
-from controller.metrics import ControllerMetrics
+from controller.plan.between_passes import Memory
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 WORKLOAD = "/apis/apps/v1/namespaces/shop/deployments/web"

@@ -75,11 +75,11 @@ def test_the_wheel_holds_exactly_the_shipped_packages_and_its_entry_points(
         parser = configparser.ConfigParser()
         parser.read_string(z.read(entry_points).decode())
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {
-        "compaction", "webhook", "controller", "certs"}
+        "compaction", "webhook", "controller", "kubectl_compactor", "certs"}
     assert dict(parser["console_scripts"]) == {
         "compactor-webhook": "webhook.server:main",
-        "compactor-controller": "controller.manager:main",
-        "kubectl-compactor": "controller.preview_cli:main"}
+        "compactor-controller": "controller.process.manager:main",
+        "kubectl-compactor": "kubectl_compactor.cli:main"}
     commands = set()
     for manifest in ("webhook/deployment.yaml", "controller/deployment.yaml"):
         doc = yaml.safe_load((ROOT / "deploy" / manifest).read_text())
@@ -88,17 +88,19 @@ def test_the_wheel_holds_exactly_the_shipped_packages_and_its_entry_points(
     assert commands == set(parser["console_scripts"]) - {"kubectl-compactor"}
 
 
-def test_the_wheel_alone_imports_both_services(wheel: Path, tmp_path: Path) -> None:
+def test_the_wheel_alone_imports_both_services_and_the_plugin(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)
     # Every module of ours that the two services load must come from the wheel, not from
     # the checkout (which the test environment also has installed, editable).
     probe = ("import importlib, sys\n"
-             "for name in ('webhook.server', 'controller.manager'):\n"
+             "for name in ('webhook.server', 'controller.process.manager',\n"
+             "             'kubectl_compactor.cli'):\n"
              "    importlib.import_module(name)\n"
              "ours = [m for n, m in sys.modules.items() if n.split('.')[0] in\n"
-             "        ('compaction', 'webhook', 'controller', 'certs', 'localcluster')]\n"
+             "        ('compaction', 'webhook', 'controller', 'kubectl_compactor', 'certs',\n"
+             "                               'localcluster')]\n"
              "assert len(ours) > 20, len(ours)\n"
              "wrong = [m.__name__ for m in ours\n"
              "         if not (m.__file__ or '').startswith(sys.argv[1])]\n"

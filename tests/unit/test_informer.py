@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
-from controller.api import ApiError, Decode, Page
-from controller.informer import Informer, Informers, Source, drop_managed_fields
-from controller.snapshot import parse_pod
+from controller.kubeapi.client import ApiError, Decode, Page
+from controller.kubeapi.informer import Informer, Informers, Source, drop_managed_fields
+from controller.snapshot.snapshot import parse_pod
 
 
 def pod(name: str, rv: str, **extra: Any) -> dict[str, Any]:
@@ -176,8 +176,8 @@ def test_observe_goes_only_to_caches_whose_namespace_and_selector_hold_the_objec
 
 
 def test_a_node_heartbeat_needs_no_pass() -> None:
-    from controller.snapshot import parse_node
-    from controller.sources import NODES, sources
+    from controller.read.sources import NODES, sources
+    from controller.snapshot.snapshot import parse_node
     source = sources("compactor-system")[NODES]
     informer = Informer(ScriptedApi([]), NODES, parse_node, same=source.same)
     node = {"metadata": {"name": "n1", "resourceVersion": "5"},
@@ -189,6 +189,6 @@ def test_a_node_heartbeat_needs_no_pass() -> None:
 
 
 def test_watches_of_one_process_ask_for_different_lengths_between_once_and_twice() -> None:
-    from controller.informer import WATCH_SECONDS, watch_seconds
+    from controller.kubeapi.informer import WATCH_SECONDS, watch_seconds
     asked = {watch_seconds() for _ in range(200)}
     assert min(asked) >= WATCH_SECONDS and max(asked) < 2 * WATCH_SECONDS and len(asked) > 50

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = {"compaction", "webhook", "controller", "certs"}
+PRODUCT = {"compaction", "webhook", "controller", "kubectl_compactor", "certs"}
 TOOLS = {"localcluster", "loadtest", "tests"}
 
 

@@ -11,11 +11,11 @@ import pytest
 from compaction.intent import intent_for
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
-from controller.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
-from controller.memory import Memory
-from controller.plan import PlanSettings, digest, drain_plans, plan
-from controller.pod_runtime import RuntimeSettings
-from controller.snapshot import (
+from controller.components.pod_settings import RuntimeSettings
+from controller.plan.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
+from controller.plan.between_passes import Memory
+from controller.plan.decide import PlanSettings, digest, drain_plans, plan
+from controller.snapshot.snapshot import (
     NodeInfo,
     OwnerInfo,
     OwnObject,
@@ -24,7 +24,7 @@ from controller.snapshot import (
     parse_pdb,
     parse_policy_object,
 )
-from controller.workloads import WorkloadObject, workload_object
+from controller.snapshot.workload import WorkloadObject, workload_object
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = PlanSettings(RuntimeSettings())

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
-from controller.plan import plan
-from controller.snapshot import PolicyObject, parse_policy_object
+from controller.plan.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
+from controller.plan.decide import plan
+from controller.snapshot.snapshot import PolicyObject, parse_policy_object
 from tests.unit.test_plan import NOW, RS, SCHEDULER, SETTINGS, _deploy, _snapshot
 
 GOOD = {"scope": {"namespaceSelector": {"operator": "In", "values": ["shop"]}}}

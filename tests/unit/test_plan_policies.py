@@ -10,17 +10,26 @@ from typing import Any
 import yaml
 
 from compaction.workload import WorkloadType
-from controller.actions import Apply, Create, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
-from controller.plan import PlanSettings, plan
-from controller.pod_runtime import RuntimeSettings
-from controller.snapshot import (
+from controller.components.pod_settings import RuntimeSettings
+from controller.plan.actions import (
+    Apply,
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    RecordEvent,
+    Target,
+    WriteStatus,
+)
+from controller.plan.decide import PlanSettings, plan
+from controller.snapshot.snapshot import (
     NodeInfo,
     OwnObject,
     Snapshot,
     parse_evaluation_object,
     parse_policy_object,
 )
-from controller.workloads import WorkloadObject, workload_object
+from controller.snapshot.workload import WorkloadObject, workload_object
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = PlanSettings(RuntimeSettings())

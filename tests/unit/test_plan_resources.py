@@ -11,18 +11,18 @@ import pytest
 
 from compaction.resource_plan import parse_resource_plan
 from compaction.workload import WorkloadType
-from controller.actions import Patch, Plan, RecordEvent, WriteStatus
-from controller.memory import Memory
-from controller.plan import PlanSettings, plan
-from controller.pod_runtime import RuntimeSettings
-from controller.snapshot import (
+from controller.components.pod_settings import RuntimeSettings
+from controller.plan.actions import Patch, Plan, RecordEvent, WriteStatus
+from controller.plan.between_passes import Memory
+from controller.plan.decide import PlanSettings, plan
+from controller.snapshot.snapshot import (
     NodeInfo,
     PodInfo,
     Snapshot,
     parse_policy_object,
     parse_static_policy_object,
 )
-from controller.workloads import WorkloadObject, workload_object
+from controller.snapshot.workload import WorkloadObject, workload_object
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = PlanSettings(RuntimeSettings(), default_evaluation=False)

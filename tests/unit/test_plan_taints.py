@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from controller.actions import Patch, Plan, RecordEvent
-from controller.drain_taint import drain_taint
-from controller.memory import Memory
-from controller.placement import Taint
-from controller.plan import plan
-from controller.snapshot import NodeInfo, PodInfo
+from controller.drain_planner.taint import drain_taint
+from controller.plan.actions import Patch, Plan, RecordEvent
+from controller.plan.between_passes import Memory
+from controller.plan.decide import plan
+from controller.snapshot.constraints import Taint
+from controller.snapshot.snapshot import NodeInfo, PodInfo
 from tests.unit.test_plan import ANNOTATED, NOW, RS, SETTINGS, _deploy, _policy, _snapshot
 
 LABELLED_POD = {"compactor.dev/policy": "p", "compactor.dev/workload-kind": "Deployment"}

@@ -18,10 +18,13 @@ from compaction.quantity import add
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
-from controller.descheduler import render_descheduler_policy
-from controller.drain_taint import drain_taint
-from controller.drains import DrainPlan, Member, evictions_per_run, plan_drains
-from controller.placement import (
+from controller.components.descheduler import render_descheduler_policy
+from controller.components.pod_settings import RuntimeSettings
+from controller.drain_planner.planner import DrainPlan, Member, evictions_per_run, plan_drains
+from controller.drain_planner.taint import drain_taint
+from controller.plan.decide import PlanSettings, drain_plans
+from controller.plan.decide import plan as plan_pass
+from controller.snapshot.constraints import (
     AntiAffinity,
     NodeRequirement,
     Placement,
@@ -29,10 +32,7 @@ from controller.placement import (
     Toleration,
     parse_placement,
 )
-from controller.plan import PlanSettings, drain_plans
-from controller.plan import plan as plan_pass
-from controller.pod_runtime import RuntimeSettings
-from controller.snapshot import NodeInfo, PdbInfo, PodInfo
+from controller.snapshot.snapshot import NodeInfo, PdbInfo, PodInfo
 from loadtest import planner as planner_bench
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
@@ -513,7 +513,7 @@ def test_a_pending_pod_that_fits_nowhere_changes_nothing() -> None:
 
 
 def test_a_plan_is_reused_while_nothing_it_reads_changes_but_compactors_own_labels() -> None:
-    from controller.drain_memo import REUSE, reuse_or_plan
+    from controller.drain_planner.memo import REUSE, reuse_or_plan
     nodes = [node("a"), node("b"), node("c")]
     pods = [pod("w1", "a"), pod("w2", "b"), pod("w3", "c", cpu=2)]
     members = managed(*pods)

@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from compaction import names
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.workload import WorkloadType
-from controller.drain_memo import inputs_key
-from controller.drains import Member
-from controller.placement import AntiAffinity, Placement, Taint, Toleration
-from controller.simulation import Cluster, SimNode, _holds, rank
-from controller.snapshot import NodeInfo, PodInfo
+from controller.drain_planner.memo import inputs_key
+from controller.drain_planner.planner import Member
+from controller.drain_planner.simulated_cluster import Cluster, SimNode, _holds, rank
+from controller.snapshot.constraints import AntiAffinity, Placement, Taint, Toleration
+from controller.snapshot.snapshot import NodeInfo, PodInfo
 from tests.unit.test_planner import POLICY, node, pod
 
 POOLS = (LabelSelector(), LabelSelector((requirement("pool", Operator.IN, "a"),)),

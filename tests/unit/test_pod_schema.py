@@ -1,6 +1,6 @@
-"""Pods decoded through ``controller.pod_schema`` give the records a whole decode gives: every
-key ``parse_pod`` and an informer read is in the schema (recorded on a rich Pod), and generated
-Pods, with unknown fields and fields of unexpected types, parse alike either way."""
+"""Pods decoded through ``controller.snapshot.pod_schema`` give the records a whole decode gives:
+every key ``parse_pod`` and an informer read is in the schema (recorded on a rich Pod), and
+generated Pods, with unknown fields and fields of unexpected types, parse alike either way."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller import pod_schema
-from controller.api import WatchApi
-from controller.informer import Informer, Source
-from controller.snapshot import parse_pod
+from controller.kubeapi.client import WatchApi
+from controller.kubeapi.informer import Informer, Source
+from controller.snapshot import pod_schema
+from controller.snapshot.snapshot import parse_pod
 
 RICH: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod",

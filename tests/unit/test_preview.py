@@ -1,4 +1,4 @@
-"""The preview's report (``controller.preview``), as table tests of its pure parts: the order
+"""The preview's report (``kubectl_compactor.report``), as table tests of its pure parts: the order
 of the freed nodes, the grouping of the nodes that stay, the packing bounds, the prices, and
 the policy files' problems; and one plan of a small spread cluster through the controller's
 own ``plan``."""
@@ -19,12 +19,13 @@ import pytest
 
 from compaction import packing
 from compaction.workload import WorkloadType
-from controller import preview, preview_cli
-from controller.drains import DrainPlan, Unremovable
-from controller.placement import Placement
-from controller.simulation import Reason
-from controller.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot
-from controller.workloads import WorkloadObject, workload_object
+from controller.drain_planner.planner import DrainPlan, Unremovable
+from controller.drain_planner.simulated_cluster import Reason
+from controller.snapshot.constraints import Placement
+from controller.snapshot.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot
+from controller.snapshot.workload import WorkloadObject, workload_object
+from kubectl_compactor import cli as preview_cli
+from kubectl_compactor import report as preview
 from tests.unit.test_planner import GI, NOW, node, pod
 
 R_KS = Reason("protected_namespace", "pod kube-system/dns is in kube-system")
@@ -316,11 +317,11 @@ def test_no_progress_line_off_a_terminal() -> None:
 
 
 def test_the_report_module_does_no_io() -> None:
-    """controller.preview decides and formats; only controller.preview_cli talks to the API
+    """kubectl_compactor.report decides and formats; only kubectl_compactor.cli talks to the API
     server (as the controller's pure modules leave that to the reader and executor)."""
-    probe = ("import sys, controller.preview; "
-             "print(sorted(m for m in ('controller.api', 'controller.reader', 'aiohttp', "
-             "'kubernetes_asyncio') if m in sys.modules))")
+    probe = ("import sys, kubectl_compactor.report; "
+             "print(sorted(m for m in ('controller.kubeapi.client', 'controller.read.reader', "
+             "'aiohttp', 'kubernetes_asyncio') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"

@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from controller.api import ApiError, Decode, Page
-from controller.informer import Informers
-from controller.reader import JOBS, PODS, POLICIES, REPLICA_SETS, Reader
-from controller.sources import sources
+from controller.kubeapi.client import ApiError, Decode, Page
+from controller.kubeapi.informer import Informers
+from controller.read.reader import JOBS, PODS, POLICIES, REPLICA_SETS, Reader
+from controller.read.sources import sources
 
 POLICY = {"apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
           "metadata": {"name": "p", "uid": "u", "generation": 1,

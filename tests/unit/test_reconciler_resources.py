@@ -10,9 +10,9 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from controller.api import Api
-from controller.pod_runtime import RuntimeSettings
-from controller.reconciler import Reconciler
+from controller.components.pod_settings import RuntimeSettings
+from controller.kubeapi.client import Api
+from controller.process.reconciler import Reconciler
 from tests.unit.client_response import Response
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)

@@ -11,12 +11,12 @@ from compaction.intent import intent_for
 from compaction.selector import LabelSelector
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
-from controller.actions import Evict, Patch, RecordEvent
-from controller.convergence import ConvergenceState, fingerprint
-from controller.memory import Memory
-from controller.runtime_hook import decide, forget
-from controller.snapshot import PodInfo
-from controller.workloads import WorkloadObject, workload_object
+from controller.plan.actions import Evict, Patch, RecordEvent
+from controller.plan.between_passes import Memory
+from controller.plan.convergence import ConvergenceState, fingerprint
+from controller.plan.runtime_hook import decide, forget
+from controller.snapshot.snapshot import PodInfo
+from controller.snapshot.workload import WorkloadObject, workload_object
 
 POLICY = parse_policy({
     "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",

@@ -13,10 +13,18 @@ import pytest
 
 from compaction.intent import intent_for
 from compaction.workload import WorkloadType
-from controller.actions import Evict, EvictPurpose, Patch, Plan, RecordEvent, Target, WriteStatus
-from controller.plan import plan
-from controller.scheduler_health import Routing, judge, pod_cause
-from controller.snapshot import NodeInfo, OwnObject, PodInfo
+from controller.plan.actions import (
+    Evict,
+    EvictPurpose,
+    Patch,
+    Plan,
+    RecordEvent,
+    Target,
+    WriteStatus,
+)
+from controller.plan.decide import plan
+from controller.plan.scheduler_routing import Routing, judge, pod_cause
+from controller.snapshot.snapshot import NodeInfo, OwnObject, PodInfo
 from tests.unit.test_plan import (
     ANNOTATED,
     NOW,

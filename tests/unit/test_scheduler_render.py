@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller.pod_runtime import scheduler_image
-from controller.scheduler_objects import render_scheduler_config, scheduler_deployment
-from controller.settings import SettingsError, load
+from controller.components.pod_settings import scheduler_image
+from controller.components.scheduler import render_scheduler_config, scheduler_deployment
+from controller.process.settings import SettingsError, load
 
 
 def test_config_has_one_most_allocated_profile_and_its_own_lease() -> None:

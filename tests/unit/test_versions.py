@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.versions import compare, newer
+from controller.kubeapi.resource_versions import compare, newer
 
 
 @pytest.mark.parametrize(("a", "b", "order"), [

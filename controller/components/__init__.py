@@ -1,0 +1,2 @@
+"""Manifests of the Pods Compactor runs: the compaction scheduler, each policy's descheduler.
+Pure."""

@@ -1,0 +1,83 @@
+"""Runtime settings for the Pods the controller creates (scheduler and descheduler).
+
+``controller.process.settings`` reads them from the environment (``COMPACTION_DESCHEDULER_*``,
+``COMPACTION_SCHEDULER_*``, ``COMPACTION_OPENSHIFT``); this module holds what they mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+DESCHEDULER_IMAGE: Final = "registry.k8s.io/descheduler/descheduler:v0.36.0"
+SCHEDULER_REPOSITORY: Final = "registry.k8s.io/kube-scheduler"
+
+DEFAULT_RESOURCES: Final[Mapping[str, Any]] = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"memory": "256Mi"},
+}
+
+
+def restricted_security_context(openshift: bool) -> dict[str, Any]:
+    """The restricted Pod Security profile; OpenShift assigns the UID itself."""
+    ctx: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+    }
+    if not openshift:
+        ctx["runAsUser"] = 65532
+        ctx["runAsGroup"] = 65532
+    return ctx
+
+
+@dataclass(frozen=True)
+class PodRuntime:
+    image: str
+    pull_policy: str = "IfNotPresent"
+    resources: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
+    security_context: Mapping[str, Any] = field(
+        default_factory=lambda: restricted_security_context(False))
+    image_pull_secrets: tuple[str, ...] = ()
+
+    def pod_spec(self, container: Mapping[str, Any], service_account: str, config_map: str,
+                 mount: str, **extra: Any) -> dict[str, Any]:
+        """A Pod spec for one container that reads one ConfigMap, with these settings."""
+        spec: dict[str, Any] = {
+            "serviceAccountName": service_account,
+            "priorityClassName": "system-cluster-critical",
+            **extra,
+            "containers": [{
+                **container, "imagePullPolicy": self.pull_policy,
+                "resources": dict(self.resources),
+                "securityContext": dict(self.security_context),
+                "volumeMounts": [{"name": "config", "mountPath": mount, "readOnly": True}],
+            }],
+            "volumes": [{"name": "config", "configMap": {"name": config_map}}],
+        }
+        if self.image_pull_secrets:
+            spec["imagePullSecrets"] = [{"name": s} for s in self.image_pull_secrets]
+        return spec
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    descheduler: PodRuntime = PodRuntime(DESCHEDULER_IMAGE)
+    scheduler: PodRuntime = PodRuntime(SCHEDULER_REPOSITORY)
+    # None: derive the tag from the API server's version; else a full image reference.
+    scheduler_image_override: str | None = None
+    openshift: bool = False
+
+
+def scheduler_image(override: str | None, tag: str | None, digest: str | None,
+                    cluster_version: str) -> str:
+    """registry.k8s.io/kube-scheduler:<cluster version>, unless a tag or digest is pinned."""
+    if override:
+        return override
+    if digest:
+        return f"{SCHEDULER_REPOSITORY}@{digest}"
+    # A cluster reports e.g. v1.36.3 or v1.36.3-gke.100; the upstream image has the plain tag.
+    return f"{SCHEDULER_REPOSITORY}:{tag or cluster_version.split('-')[0].split('+')[0]}"

@@ -1,0 +1,95 @@
+"""The compaction scheduler: a real kube-scheduler with one MostAllocated profile (pure)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import yaml
+
+from compaction import names
+from controller.components.labels import managed_labels
+from controller.components.pod_settings import PodRuntime
+
+SERVICE_ACCOUNT: Final = "compactor-scheduler"
+DEPLOYMENT: Final = "compactor-scheduler"
+CONFIG_KEY: Final = "config.yaml"
+_MOUNT: Final = "/etc/compactor-scheduler"
+# Above the sum of every other score's weight in the profile (NodeResourcesFit 1,
+# InterPodAffinity 2, NodeAffinity 2, ImageLocality 1, PodTopologySpread 2, VolumeBinding 1).
+TAINT_WEIGHT: Final = 20
+
+
+def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
+                            kubeconfig: str | None = None) -> dict[str, Any]:
+    """KubeSchedulerConfiguration v1 with its own lease, so it never contends with the default
+    scheduler for kube-system/kube-scheduler."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {
+            "leaderElect": True,
+            "resourceNamespace": namespace,
+            "resourceName": names.MANAGED_SCHEDULER,
+        },
+        "profiles": [{
+            "schedulerName": names.MANAGED_SCHEDULER,
+            # Scores that pull the other way would undo the packing: balanced allocation
+            # prefers emptier nodes for lopsided Pods, and the default (system) topology
+            # spread scatters replicas across nodes. A Pod's own spread constraints still apply.
+            # A node the planner drains carries a PreferNoSchedule taint: TaintToleration's
+            # weight makes it lose to any node without one, however full (MostAllocated
+            # scores at most 100 at weight 1; the taint costs 100 at this weight each).
+            "plugins": {"score": {
+                "enabled": [{"name": "TaintToleration", "weight": TAINT_WEIGHT}],
+                "disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+            "pluginConfig": [
+                {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": [{"name": "cpu", "weight": 1},
+                                  {"name": "memory", "weight": 1}],
+                }}},
+                {"name": "PodTopologySpread", "args": {"defaultingType": "List",
+                                                       "defaultConstraints": []}},
+            ],
+        }],
+    }
+    if kubeconfig:
+        config["clientConnection"] = {"kubeconfig": kubeconfig}
+    return config
+
+
+def scheduler_configmap(namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": names.SCHEDULER_CONFIGMAP, "namespace": namespace,
+                     "labels": managed_labels("scheduler")},
+        "data": {CONFIG_KEY: yaml.safe_dump(render_scheduler_config(namespace), sort_keys=False)},
+    }
+
+
+def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
+                         namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
+    labels = managed_labels("scheduler")
+    selector = {"app.kubernetes.io/name": "compactor", "app.kubernetes.io/component": "scheduler"}
+    spec = runtime.pod_spec({
+        "name": "kube-scheduler", "image": image,
+        "command": ["kube-scheduler", f"--config={_MOUNT}/{CONFIG_KEY}", "--v=2"],
+        "ports": [{"name": "https", "containerPort": 10259}],
+        "livenessProbe": {"httpGet": {"path": "/livez", "port": 10259, "scheme": "HTTPS"},
+                          "initialDelaySeconds": 15},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}},
+    }, SERVICE_ACCOUNT, names.SCHEDULER_CONFIGMAP, _MOUNT)
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": DEPLOYMENT, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": {
+                # A config change rolls the scheduler: it reads its config only at start.
+                "metadata": {"labels": labels,
+                             "annotations": {"compactor.dev/config-hash": config_hash}},
+                "spec": spec,
+            },
+        },
+    }

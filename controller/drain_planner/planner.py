@@ -1,0 +1,457 @@
+"""Which nodes to drain, decided once per pass for the whole cluster. Pure.
+
+Several policies may share nodes: each workload has one effective policy, and that policy's
+descheduler evicts that workload's Pods. So the plan is one for all policies:
+
+- a node can be freed when every Pod on it that must keep running fits elsewhere (placed by
+  ``controller.drain_planner.simulated_cluster`` as the compaction scheduler would), and every Pod
+  that must move is movable under its own policy: the rule of ``compaction.safety``, its budgets,
+  its evictor's label selector, no toleration of the drain taint;
+- every policy with Pods on the node must allow it as a source: the node is in its pool,
+  at or below its thresholds, and its ``numberOfNodes`` gate is open (a node with Pods of no
+  policy is judged by the policies whose pool holds it);
+- Pods of no policy block, as do Pods a policy's rendered descheduler config would never
+  evict; DaemonSet and mirror Pods never block; placeholders (priority at or below -10) must
+  fit elsewhere but are never evicted (the autoscaler removes a node that runs only those);
+- a drain starts only while every policy with Pods to move there may start one: its
+  descheduler is enabled, it is not paused (``paused``), and fewer than its
+  ``maxDrainingNodes`` of its nodes drain already.
+
+Candidates are tried the way the peers try them, fewest Pods and least requested first. The
+plans come back per policy, as status shows them: the nodes each policy takes part in
+draining, and the nodes its Pods are on that cannot be freed, with the real reason.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from compaction import names
+from compaction.policy import DefaultEvictor, DeschedulerSpec, Policy
+from compaction.safety import Hold, eviction_hold, is_placeholder
+from compaction.selector import LabelSelector
+from compaction.utilization import Utilization, is_underutilized
+from compaction.workload import WorkloadType
+from controller.drain_planner.simulated_cluster import (
+    Cluster,
+    Reason,
+    SimNode,
+    largest_first,
+    leaving,
+    utilization,
+)
+from controller.drain_planner.taint import drain_owner, tolerates_drain
+from controller.snapshot.constraints import Taint
+from controller.snapshot.fields import parse_time
+from controller.snapshot.snapshot import NodeInfo, PdbInfo, PodInfo
+
+DRAIN_TIMEOUT: Final = datetime.timedelta(hours=6)
+
+
+@dataclass(frozen=True)
+class Member:
+    """What the pass decided for a Pod: its workload's kind and policy, and suppression."""
+
+    kind: WorkloadType
+    policy: str | None
+    suppressed: bool
+
+
+@dataclass(frozen=True)
+class Unremovable:
+    node: str
+    reasons: tuple[Reason, ...]
+    stake: bool = False  # the policy has Pods it could move there
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    """One policy's share of the plan, as its status shows it."""
+
+    policy: str
+    nodes_in_use: tuple[str, ...] = ()  # pool nodes running a Pod other than a DaemonSet's
+    freeable: tuple[str, ...] = ()  # nodes the simulation empties, in the order it drains them
+    draining: tuple[str, ...] = ()  # of those, the ones to drain now: tainted
+    drained: tuple[str, ...] = ()  # tainted and empty of movable Pods now: untainted
+    abandoned: tuple[Unremovable, ...] = ()  # tainted, but the plan no longer holds
+    unremovable: tuple[Unremovable, ...] = ()
+    # Per draining node, this policy's Pods its descheduler may evict next (they get the
+    # draining label).
+    evict: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # Where the simulation put each Pod of a freeable node: (namespace, name) -> node.
+    moves: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+
+def evictions_per_run(pods: Sequence[PodInfo], spec: DeschedulerSpec) -> list[PodInfo]:
+    """Of ``pods`` (one node's, in the order they should go), those one descheduler run
+    evicts: within ``maxNoOfPodsToEvictPerNode``, ``...PerNamespace`` and ``...Total``, the
+    limits the rendered policy hands the descheduler."""
+    cap = min(spec.max_pods_to_evict_per_node, spec.max_pods_to_evict_total)
+    per_namespace: Counter[str] = Counter()
+    out: list[PodInfo] = []
+    for pod in pods:
+        if len(out) >= cap:
+            break
+        if per_namespace[pod.namespace] < spec.max_pods_to_evict_per_namespace:
+            per_namespace[pod.namespace] += 1
+            out.append(pod)
+    return out
+
+
+def next_evictions(movable: Sequence[PodInfo], spec: DeschedulerSpec
+                   ) -> tuple[tuple[str, str], ...]:
+    """A policy's Pods on a draining node that its descheduler may evict next: the largest
+    first, as many as one run evicts. The simulation placed them in that order; evicted in
+    another, a small Pod takes the room a larger one was planned into, the larger fits
+    nowhere and the drain no longer holds. Each pass marks the next ones."""
+    return tuple(p.key for p in evictions_per_run(sorted(movable, key=largest_first), spec))
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """One policy as the plan reads it: its pool, matched once per pass."""
+
+    policy: Policy
+    pool: LabelSelector
+    nodes: frozenset[str]
+    # Whether more of the pool's possible sources are underutilized than numberOfNodes asks
+    # for, and how many are.
+    gate: tuple[bool, int]
+    evicts: bool  # whether its descheduler may evict any Pod in a run
+
+
+@dataclass
+class _Site:
+    """A node's Pods, sorted by what the plan may do with them."""
+
+    node: SimNode
+    movable: dict[str, list[PodInfo]] = field(default_factory=dict)  # policy id -> its Pods
+    riders: list[PodInfo] = field(default_factory=list)  # placeholders
+    blockers: list[Reason] = field(default_factory=list)
+    stakeholders: set[str] = field(default_factory=set)  # policies with Pods here
+
+    @property
+    def name(self) -> str:
+        return self.node.info.name
+
+    @property
+    def empty(self) -> bool:
+        """Nothing but DaemonSet and mirror Pods runs here."""
+        return not (self.movable or self.riders or self.blockers)
+
+    def size(self) -> int:
+        return sum(map(len, self.movable.values())) + len(self.riders)
+
+
+def _may_source(node: NodeInfo) -> bool:
+    """Ready, schedulable and staying: a node the descheduler counts, and may drain."""
+    return node.ready and not node.unschedulable and not leaving(node)
+
+
+def _scopes(policies: Sequence[tuple[Policy, LabelSelector]], cluster: Cluster
+            ) -> dict[str, _Scope]:
+    """Each policy as the plan reads it, by id. Policies often share a pool: its nodes and
+    their utilization (before any move) are read once for all of them."""
+    pools: dict[LabelSelector, tuple[frozenset[str], list[Utilization]]] = {}
+    for _, pool in policies:
+        if pool not in pools:
+            members = cluster.in_pool(pool)
+            pools[pool] = (frozenset(n.info.name for n in members),
+                           [utilization(n) for n in members if _may_source(n.info)])
+    scopes = {}
+    for policy, pool in policies:
+        hnu = policy.descheduler.high_node_utilization
+        nodes, sources = pools[pool]
+        under = sum(1 for u in sources if is_underutilized(u, hnu.thresholds))
+        d = policy.descheduler
+        scopes[policy.id] = _Scope(
+            policy, pool, nodes, (under > hnu.number_of_nodes, under),
+            min(d.max_pods_to_evict_per_node, d.max_pods_to_evict_per_namespace,
+                d.max_pods_to_evict_total) >= 1)
+    return scopes
+
+
+_HOLD_TEXT: Final = {
+    Hold.PROTECTED_NAMESPACE: "is in {ns}", Hold.MIRROR: "is a mirror Pod",
+    Hold.PLACEHOLDER: "is a placeholder",
+    Hold.BARE_POD: "has no controller (a bare Pod is never recreated)",
+    Hold.KIND_NOT_EVICTED: "belongs to a {kind} (its Pods are not evicted)",
+    Hold.SAFE_TO_EVICT: "safe-to-evict={safe}",
+    Hold.DO_NOT_DISRUPT: "is annotated karpenter.sh/do-not-disrupt",
+    Hold.SYSTEM_CRITICAL: "is system-critical",
+    Hold.LOCAL_STORAGE: "uses local storage", Hold.PVC: "has a PersistentVolumeClaim"}
+
+
+def _hold_reason(pod: PodInfo, hold: Hold, kind: WorkloadType | None) -> Reason:
+    text = _HOLD_TEXT[hold].format(
+        ns=pod.namespace, kind=kind.value if kind else "workload",
+        safe=pod.annotations.get(names.SAFE_TO_EVICT_ANNOTATION, ""))
+    return Reason(hold.value, f"pod {pod.namespace}/{pod.name} {text}")
+
+
+def _blocker(pod: PodInfo, member: Member, scope: _Scope, pdbs: Sequence[PdbInfo],
+             tolerates: bool) -> Reason | None:
+    """Why this Pod of the scope's policy keeps its node; None when the policy's descheduler
+    can evict it. Whatever the rendered descheduler config would not evict blocks.
+    ``tolerates``: whether the Pod tolerates the drain taint. Run for every Pod: the text of
+    a reason is built only once there is one."""
+    d = scope.policy.descheduler
+    hold = eviction_hold(pod, member.kind, d.default_evictor)
+    if hold is not None:
+        return _hold_reason(pod, hold, member.kind)
+    if member.suppressed:
+        return Reason("suppressed", f"{_who(pod)} belongs to a suppressed workload")
+    for pdb in pdbs:
+        if pdb.covers(pod) and pdb.disruptions_allowed <= 0:
+            return Reason("pdb", f"pdb {pdb.namespace}/{pdb.name} allows 0 disruptions")
+    selector = d.default_evictor.label_selector
+    if selector.requirements and not selector.matches(pod.labels):
+        return Reason("evictor_selector", f"{_who(pod)} is outside the policy's "
+                      "descheduler.defaultEvictor.labelSelector")
+    if tolerates:
+        return Reason("tolerates_drain", f"{_who(pod)} tolerates the drain taint")
+    if not scope.evicts:
+        return Reason("no_evictions", f"{_who(pod)}: the policy's descheduler may evict 0 "
+                      "Pods per run")
+    if pod.placement.unsimulated:
+        return Reason("not_simulated",
+                      f"{_who(pod)}: {pod.placement.unsimulated} is not simulated")
+    return None
+
+
+def _who(pod: PodInfo) -> str:
+    return f"pod {pod.namespace}/{pod.name}"
+
+
+def _site(node: SimNode, scopes: Mapping[str, _Scope],
+          members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
+          tolerant: dict[int, bool]) -> _Site:
+    """``tolerant``: whether a placement tolerates the drain taint, by its identity, filled
+    as placements are met. The snapshot shares one Placement among the Pods with the same
+    constraints, and every Pod outlives the plan (so no id is reused while it runs)."""
+    site = _Site(node)
+    for pod in node.pods:
+        if pod.daemon or pod.mirror:
+            continue
+        if is_placeholder(pod.priority):
+            site.riders.append(pod)
+            continue
+        member = members.get(pod.key)
+        scope = scopes.get(member.policy) if member and member.policy else None
+        if scope is None:
+            hold = eviction_hold(pod, member.kind if member else None,
+                                 DefaultEvictor())
+            site.blockers.append(
+                _hold_reason(pod, hold, None) if hold in (Hold.PROTECTED_NAMESPACE,
+                                                          Hold.BARE_POD) else
+                Reason("no_policy", f"pod {pod.namespace}/{pod.name} belongs to no "
+                       "compaction policy (Compactor never evicts it)"))
+            continue
+        assert member is not None and member.policy is not None
+        tolerates = tolerant.get(id(pod.placement))
+        if tolerates is None:
+            tolerates = tolerant[id(pod.placement)] = tolerates_drain(pod.placement.tolerations)
+        reason = _blocker(pod, member, scope, pdbs, tolerates)
+        # Scopes are keyed by policy id: the member's policy is its scope's id.
+        site.stakeholders.add(member.policy)
+        if reason is not None:
+            site.blockers.append(reason)
+        elif (mine := site.movable.get(member.policy)) is not None:
+            mine.append(pod)
+        else:
+            site.movable[member.policy] = [pod]
+    return site
+
+
+def _governing(site: _Site, scopes: Mapping[str, _Scope]) -> list[_Scope]:
+    return [scopes[p] for p in _governing_ids(site, scopes)]
+
+
+def _governing_ids(site: _Site, scopes: Mapping[str, _Scope]) -> list[str]:
+    """The policies that judge the node as a source, by id (in order): those with Pods on
+    it, or, where no policy has any, those whose pool holds it."""
+    if site.stakeholders:
+        return sorted(site.stakeholders)
+    return sorted(p for p, s in scopes.items() if site.name in s.nodes)
+
+
+def _gates(site: _Site, governing: Sequence[_Scope]) -> list[Reason]:
+    """Why a node is no candidate at all, whatever its Pods."""
+    info = site.node.info
+    reasons = []
+    if not info.ready or info.unschedulable:
+        reasons.append(Reason("not_ready", "node is not ready or is cordoned"))
+    if leaving(info):
+        reasons.append(Reason("leaving", "node is being removed by an autoscaler"))
+    u = utilization(site.node)
+    for scope in governing:
+        prefix = f"policy {scope.policy.id}: " if len(governing) > 1 else ""
+        hnu = scope.policy.descheduler.high_node_utilization
+        if site.name not in scope.nodes:
+            reasons.append(Reason("outside_pool",
+                                  f"{prefix}node is outside the policy's node pool"))
+        elif not is_underutilized(u, hnu.thresholds):
+            t = hnu.thresholds
+            reasons.append(Reason("above_thresholds", (
+                f"{prefix}above the thresholds (cpu {u.cpu:.0f}%/{t.cpu:g}%, memory "
+                f"{u.memory:.0f}%/{t.memory:g}%, pods {u.pods:.0f}%/{t.pods:g}%)")))
+        elif not scope.gate[0]:
+            reasons.append(Reason("number_of_nodes", (
+                f"{prefix}only {scope.gate[1]} underutilized nodes; numberOfNodes is "
+                f"{hnu.number_of_nodes}")))
+    return reasons
+
+
+def _passengers(site: _Site, scopes: Mapping[str, _Scope], governing: Sequence[_Scope]
+                ) -> list[tuple[PodInfo, LabelSelector]]:
+    """Every Pod that must leave the node, with the pool it may go to: its policy's; for a
+    placeholder, the pool of the first policy judging the node."""
+    rider_pool = governing[0].pool if governing else LabelSelector()
+    return [*((p, scopes[policy].pool) for policy, pods in sorted(site.movable.items())
+              for p in pods), *((p, rider_pool) for p in site.riders)]
+
+
+def _order(site: _Site) -> tuple[int, float, str]:
+    """Fewest Pods, then least requested, then name: the order peers try nodes in."""
+    u = utilization(site.node)
+    return (site.size(), u.cpu + u.memory, site.name)
+
+
+@dataclass
+class _Outcome:
+    """The cluster's plan as it grows, per node; split per policy at the end."""
+
+    freeable: list[str] = field(default_factory=list)
+    draining: list[str] = field(default_factory=list)
+    drained: list[str] = field(default_factory=list)
+    abandoned: dict[str, Reason] = field(default_factory=dict)
+    unremovable: dict[str, list[Reason]] = field(default_factory=dict)
+
+
+def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[NodeInfo],
+                pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
+                pdbs: Sequence[PdbInfo], now: datetime.datetime,
+                drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
+                paused: frozenset[str] = frozenset()) -> list[DrainPlan]:
+    """One plan for the whole cluster, returned per policy in name order. ``paused``: the
+    policies that may start no drain now (the drains under way go on)."""
+    cluster = Cluster(nodes, pods)
+    scopes = _scopes(policies, cluster)
+    considered = set().union(*(s.nodes for s in scopes.values())) if scopes else set()
+    tolerant: dict[int, bool] = {}
+    sites = {name: _site(cluster.nodes[name], scopes, members, pdbs, tolerant)
+             for name in sorted(considered)}
+    tainted = {n.info.name: t for n in cluster.nodes.values()
+               if (t := drain_owner(n.info)) is not None}
+    out = _Outcome()
+    budget: Counter[str] = Counter()
+
+    # The drains under way come first: kept while the plan holds.
+    for name, taint in sorted(tainted.items()):
+        site = sites.get(name) or _site(cluster.nodes[name], scopes, members, pdbs, tolerant)
+        sites[name] = site
+        governing = _governing(site, scopes)
+        if not site.movable:
+            if site.blockers:  # what is left can never move: the node will not be freed
+                out.abandoned[name] = site.blockers[0]
+            else:
+                out.drained.append(name)
+                cluster.empty(name)
+            continue
+        started = parse_time(taint.time_added)
+        stopped = next((s for s in governing if not s.policy.descheduler.enabled), None)
+        outside = next((s for s in governing if name not in s.nodes), None)
+        reason = (
+            Reason("timed_out", f"the drain did not finish within {drain_timeout}")
+            if started is not None and now - started > drain_timeout
+            else site.blockers[0] if site.blockers
+            else Reason("leaving", "node is being removed by an autoscaler")
+            if leaving(site.node.info)
+            else Reason("left_pool", "node left the policy's node pool") if outside
+            else Reason("descheduler_disabled", f"policy {stopped.policy.id}'s descheduler "
+                        "is disabled") if stopped
+            else cluster.move(_passengers(site, scopes, governing), name))
+        if reason is None:
+            out.freeable.append(name)
+            out.draining.append(name)
+            budget.update(site.movable.keys())
+        else:
+            out.abandoned[name] = reason
+
+    for site in sorted((s for s in sites.values() if s.name not in tainted), key=_order):
+        if site.empty:
+            continue
+        if site.name in cluster.received:  # what else holds it is worth knowing too
+            out.unremovable[site.name] = [*site.blockers, Reason(
+                "destination", "takes Pods of the nodes planned to drain first")]
+            continue
+        governing = _governing(site, scopes)
+        reasons = site.blockers + _gates(site, governing)
+        if not reasons:
+            failure = cluster.move(_passengers(site, scopes, governing), site.name)
+            if failure is None:
+                out.freeable.append(site.name)
+                if site.movable and all(_may_start(scopes[p], paused, budget)
+                                        for p in site.movable):
+                    out.draining.append(site.name)
+                    budget.update(site.movable.keys())
+                continue
+            reasons.append(failure)
+        out.unremovable[site.name] = reasons
+    return _per_policy(scopes, sites, tainted, out, cluster)
+
+
+def _may_start(scope: _Scope, paused: frozenset[str], budget: Counter[str]) -> bool:
+    d = scope.policy.descheduler
+    return d.enabled and scope.policy.id not in paused and budget[scope.policy.id] < \
+        d.max_draining_nodes
+
+
+def _per_policy(scopes: Mapping[str, _Scope], sites: Mapping[str, _Site],
+                tainted: Mapping[str, Taint], out: _Outcome, cluster: Cluster
+                ) -> list[DrainPlan]:
+    """The plan split per policy. What policies share (a pool's nodes in use, the sorted
+    verdicts, the moves) is gathered once for all of them, then filtered per policy."""
+    listed = {name: set(_governing_ids(site, scopes)) for name, site in sites.items()}
+    for name, taint in tainted.items():  # a drain is also its starter's to report
+        if taint.value in scopes and name in listed:
+            listed[name].add(taint.value)
+    in_use: dict[LabelSelector, tuple[str, ...]] = {}
+    # Each policy's moves are listed in the order they were planned.
+    position = {key: i for i, key in enumerate(cluster.moves)}
+    # The verdicts of the nodes each policy is listed on, in name order, gathered in one pass
+    # over the nodes; policies listed on a node show the same verdict but for their stake.
+    abandoned: dict[str, list[Unremovable]] = {pid: [] for pid in scopes}
+    for n, r in sorted(out.abandoned.items()):
+        verdict = Unremovable(n, (r,))
+        for pid in listed.get(n, ()):
+            abandoned[pid].append(verdict)
+    unremovable: dict[str, list[Unremovable]] = {pid: [] for pid in scopes}
+    for n, rs in sorted(out.unremovable.items()):
+        staked, other = Unremovable(n, tuple(rs), True), Unremovable(n, tuple(rs), False)
+        for pid in listed.get(n, ()):
+            unremovable[pid].append(staked if pid in sites[n].movable else other)
+    plans = []
+    for pid, scope in sorted(scopes.items(), key=lambda kv: kv[1].policy.name):
+        def mine(names_: Iterable[str], pid: str = pid) -> tuple[str, ...]:
+            return tuple(n for n in names_ if pid in listed.get(n, ()))
+        if scope.pool not in in_use:
+            in_use[scope.pool] = tuple(
+                name for name in sorted(scope.nodes)
+                if any(not (p.daemon or p.mirror) for p in cluster.nodes[name].pods))
+        freeable = mine(out.freeable)
+        draining = tuple(n for n in out.draining if pid in sites[n].movable)
+        moved = {p.key for n in freeable for p in
+                 (*sites[n].movable.get(pid, ()), *sites[n].riders)}
+        plans.append(DrainPlan(
+            pid, in_use[scope.pool], freeable, draining, mine(out.drained),
+            tuple(abandoned[pid]), tuple(unremovable[pid]),
+            {n: next_evictions(sites[n].movable[pid], scope.policy.descheduler)
+             for n in draining},
+            {k: cluster.moves[k] for k in sorted(moved & position.keys(),
+                                                 key=position.__getitem__)}))
+    return plans

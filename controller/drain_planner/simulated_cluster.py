@@ -1,0 +1,399 @@
+"""The cluster as the drain planner fills it: what is free on each node, who runs there, and
+where kube-scheduler would put a Pod. Pure.
+
+A node's Pods are placed the way the compaction scheduler would place them (MostAllocated on
+requests), within what each destination holds already, the Pods planned onto it included.
+Built for speed: a move keeps an undo log instead of copying the cluster, resources are
+compared in place, each pool's destinations stay sorted MostAllocated first from one move to
+the next instead of being sorted for each, and a Pod with no placement constraints takes the
+first of them that fits (for nodes of one shape that is the node kube-scheduler would score
+highest), so that a move reads only the head of that order.
+"""
+
+from __future__ import annotations
+
+import operator
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from compaction.quantity import format_milli
+from compaction.safety import is_placeholder
+from compaction.selector import LabelSelector
+from compaction.utilization import Utilization
+from controller.drain_planner.taint import drain_owner
+from controller.snapshot.constraints import UNCONSTRAINED, most_allocated, tolerated
+from controller.snapshot.snapshot import NodeInfo, PodInfo
+
+# Taints of nodes another autoscaler is removing: never a destination, never a candidate.
+LEAVING_TAINTS: Final = frozenset({
+    "ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler",
+    "karpenter.sh/disrupted", "karpenter.sh/disruption"})
+_POD: Final = 1000  # one Pod, in the milli-units of allocatable "pods"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a node cannot be freed: ``code`` for metrics, ``text`` for a person."""
+
+    code: str
+    text: str
+
+
+@dataclass(eq=False)
+class SimNode:
+    """A node as the simulation fills it: what is free on it and who runs there."""
+
+    info: NodeInfo
+    free: dict[str, int]  # allocatable minus every request placed here, per resource
+    pods: list[PodInfo]
+    repels: int = 0  # Pods here with required hostname anti-affinity
+    # Pods here that keep the node in use: not a DaemonSet's, mirror or placeholder Pod (the
+    # Pods not yet scheduled that the simulation gave it included).
+    hosts: int = 0
+    # Ready, schedulable, not leaving, not draining: it may take Pods.
+    open: bool = True
+    hard_taints: bool = False  # NoSchedule or NoExecute taints a Pod must tolerate
+    # (-score, name): sorting by it puts the most allocated first. Kept current by
+    # ``rescore`` whenever ``free`` changes, so that the orderings a plan sorts hundreds of
+    # times compare stored tuples instead of recomputing every score.
+    rank: tuple[float, str] = (0.0, "")
+
+    def __post_init__(self) -> None:
+        self.rescore()
+
+    def rescore(self) -> None:
+        self.rank = (-self.score(), self.info.name)
+
+    def score(self) -> float:
+        """Its MostAllocated score (cpu and memory, weight 1 each, 0-100)."""
+        total, count = 0.0, 0
+        for resource in ("cpu", "memory"):
+            capacity = self.info.allocatable.get(resource, 0)
+            if capacity > 0:
+                total += 100.0 * (capacity - self.free.get(resource, 0)) / capacity
+                count += 1
+        return total / count if count else 0.0
+
+
+def utilization(node: SimNode) -> Utilization:
+    def percent(resource: str) -> float:
+        capacity = node.info.allocatable.get(resource, 0)
+        used = capacity - node.free.get(resource, 0)
+        return 100.0 * used / capacity if capacity else 100.0
+    return Utilization(percent("cpu"), percent("memory"), percent("pods"))
+
+
+def leaving(node: NodeInfo) -> bool:
+    return any(t.key in LEAVING_TAINTS for t in node.taints)
+
+
+def needs_of(pod: PodInfo) -> dict[str, int]:
+    """What ``pod`` takes of a node: its requests and one Pod."""
+    needs = dict(pod.requests)
+    needs["pods"] = needs.get("pods", 0) + _POD
+    return needs
+
+
+def _keeps_in_use(pod: PodInfo) -> bool:
+    return not (pod.daemon or pod.mirror or is_placeholder(pod.priority))
+
+
+def largest_first(pod: PodInfo) -> tuple[int, int, str]:
+    """The order the simulation places a node's Pods in, as first-fit decreasing packs."""
+    return (-pod.requests.get("cpu", 0), -pod.requests.get("memory", 0), pod.name)
+
+
+class Cluster:
+    """Nodes with what they hold, and the Pods planned onto them so far.
+
+    Built for speed (see the module's docstring): the destinations of a pool are one list
+    kept in order across moves (``_destinations_in``).
+    """
+
+    def __init__(self, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> None:
+        self.nodes: dict[str, SimNode] = {}
+        for n in nodes:
+            self.nodes[n.name] = SimNode(
+                n, dict(n.allocatable), [],
+                open=(n.ready and not n.unschedulable and not leaving(n)
+                      and drain_owner(n) is None),
+                hard_taints=tolerated(n.taints, ()) is not None)
+        pending: list[PodInfo] = []
+        # What every bound Pod needs at least, per resource (the keys of the first one
+        # suffice: a resource another lacks has a minimum of 0). Every Pod a move places is
+        # one of these, so a node short of it takes no Pod at all.
+        least: dict[str, int] | None = None
+        for pod in pods:
+            node = self.nodes.get(pod.node_name)
+            if node is not None and pod.occupies and not pod.deleting:
+                needs = needs_of(pod)
+                self._add(node, pod, needs)
+                if least is None:
+                    least = dict(needs)
+                else:
+                    for r, amount in least.items():
+                        if (other := needs.get(r, 0)) < amount:
+                            least[r] = other
+            elif pod.unbound:
+                pending.append(pod)
+        for node in self.nodes.values():
+            node.rescore()  # once per node, not once per Pod
+        self._least = [(r, a) for r, a in (least or {}).items() if a > 0]
+        self.emptied: set[str] = set()
+        self.received: set[str] = set()  # destinations of planned Pods: no longer candidates
+        self.moves: dict[tuple[str, str], str] = {}
+        self._pools: dict[LabelSelector, list[SimNode]] = {}
+        # Per pool, the nodes that may take a Pod (``_receives``), most allocated first, and
+        # per node the lists that hold it when it may. Built on a pool's first move and kept
+        # current from then on by every change to what a node holds, is emptied or receives
+        # (``_put``, ``_undo``, ``empty``): always equal to sorting them afresh.
+        self._destinations: dict[LabelSelector, list[SimNode]] = {}
+        self._lists_of: dict[str, list[list[SimNode]]] = {}
+        self._reserve(pending)
+
+    def _reserve(self, pending: Sequence[PodInfo]) -> None:
+        """Pods not yet scheduled (an evicted Pod's replacement, say) take room on the node
+        the scheduler would give them before anything else is planned: otherwise a pass that
+        runs while they wait drains a node into room that is already spoken for. Their
+        destination is no candidate meanwhile; they are nobody's to evict."""
+        ordered = sorted((n for n in self.nodes.values() if n.open), key=rank)
+        for pod in sorted(pending, key=largest_first):
+            needs = needs_of(pod)
+            target = self.place(pod, needs, ordered)
+            if target is None:
+                continue  # it stays Pending in the cluster too
+            for r, amount in needs.items():
+                target.free[r] = target.free.get(r, 0) - amount
+            target.rescore()
+            target.hosts += _keeps_in_use(pod)
+            self.received.add(target.info.name)
+            _promote(ordered, target)
+
+    @staticmethod
+    def _add(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        """Put ``pod`` on ``node``; its rank is the caller's to renew (``rescore``): once for
+        all its Pods when the cluster is read, after each Pod a move places."""
+        for r, amount in needs.items():
+            node.free[r] = node.free.get(r, 0) - amount
+        node.pods.append(pod)
+        if pod.placement.anti_affinity:
+            node.repels += 1
+        node.hosts += _keeps_in_use(pod)
+
+    @staticmethod
+    def _take(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        for r, amount in needs.items():
+            node.free[r] = node.free.get(r, 0) + amount
+        node.rescore()
+        node.pods.remove(pod)
+        if pod.placement.anti_affinity:
+            node.repels -= 1
+        node.hosts -= _keeps_in_use(pod)
+
+    def destinations(self, exclude: str, pool: LabelSelector) -> list[SimNode]:
+        """Where the Pods of ``exclude`` may go: the pool's other nodes in use, ready,
+        schedulable, not leaving, not draining and not emptied by this simulation. A node
+        running nothing but DaemonSet Pods and placeholders is free already (the autoscaler's
+        to remove): a drain into it frees nothing, and the next plan would drain it back."""
+        members = self.in_pool(pool)
+        return [n for n in members if n.open and n.hosts and n.info.name != exclude
+                and n.info.name not in self.emptied]
+
+    def in_pool(self, pool: LabelSelector) -> list[SimNode]:
+        """The nodes ``pool`` selects, matched once per pool (labels do not change in a
+        plan), in name order."""
+        if pool not in self._pools:
+            self._pools[pool] = [n for n in self.nodes.values() if pool.matches(n.info.labels)]
+        return self._pools[pool]
+
+    def fits(self, pod: PodInfo, needs: Mapping[str, int], node: SimNode) -> bool:
+        for r, amount in needs.items():
+            if amount > 0 and node.free.get(r, 0) < amount:
+                return False
+        placement = pod.placement
+        if placement is not UNCONSTRAINED:
+            # Most Pods have tolerations only (the API server's defaults): nothing to admit.
+            if (placement.node_selector or placement.terms) and \
+                    not placement.admits(node.info.name, node.info.labels):
+                return False
+            if node.hard_taints and tolerated(node.info.taints, placement.tolerations):
+                return False
+        elif node.hard_taints:
+            return False
+        return not (node.repels or placement.anti_affinity) or not self._repelled(pod, node)
+
+    @staticmethod
+    def _repelled(pod: PodInfo, node: SimNode) -> bool:
+        """Required anti-affinity on the hostname, both ways."""
+        for other in node.pods:
+            if any(t.selects(pod.namespace, other.namespace, other.labels)
+                   for t in pod.placement.anti_affinity):
+                return True
+            if any(t.selects(other.namespace, pod.namespace, pod.labels)
+                   for t in other.placement.anti_affinity):
+                return True
+        return False
+
+    def place(self, pod: PodInfo, needs: Mapping[str, int], ordered: Iterable[SimNode],
+              skip: SimNode | None = None) -> SimNode | None:
+        """The node the compaction scheduler would pick: feasible, most allocated.
+        ``ordered`` holds the destinations, most allocated first; ``skip`` is none of them.
+        A Pod without constraints takes the first that fits: scanning stops there, so a move
+        reads only the head of its pool's destinations."""
+        if pod.placement is UNCONSTRAINED or pod.placement.tolerations_only:
+            return next((n for n in ordered if n is not skip and self.fits(pod, needs, n)),
+                        None)
+        best: tuple[float, str] | None = None
+        chosen: SimNode | None = None
+        for node in ordered:
+            if node is skip or not self.fits(pod, needs, node):
+                continue
+            requested = {r: node.info.allocatable.get(r, 0) - node.free.get(r, 0) + needs.get(r, 0)
+                         for r in ("cpu", "memory")}
+            key = (-most_allocated(requested, node.info.allocatable), node.info.name)
+            if best is None or key < best:
+                best, chosen = key, node
+        return chosen
+
+    def shortfall(self, pod: PodInfo, exclude: str, pool: LabelSelector) -> str:
+        """Why ``pod`` fits no destination, for a person: the first resource short everywhere
+        it could go, or its constraints."""
+        admitting = [n for n in self.destinations(exclude, pool)
+                     if pod.placement.admits(n.info.name, n.info.labels)
+                     and tolerated(n.info.taints, pod.placement.tolerations) is None]
+        if not admitting:
+            return "no other node in use admits it (pool, nodeSelector, affinity or taints)"
+        for resource, amount in sorted(needs_of(pod).items()):
+            if amount > 0 and all(n.free.get(resource, 0) < amount for n in admitting):
+                return "room for 1 more Pod" if resource == "pods" else \
+                    f"{resource} {format_milli(resource, amount)}"
+        if pod.placement.anti_affinity or any(n.repels for n in admitting):
+            return "required anti-affinity on the hostname"
+        return "no node has room for all it requests at once"
+
+    def move(self, pods: Sequence[tuple[PodInfo, LabelSelector]], source: str
+             ) -> Reason | None:
+        """Place every Pod of ``source`` elsewhere, each within its own pool (the nodes its
+        policy's descheduler judges fit), or none: the reason it failed, or None."""
+        wanted = [needs_of(p) for p, _ in pods]
+        # By identity: a policy's Pods share its pool, and hashing a selector per Pod costs
+        # more than placing the Pod.
+        orders: dict[int, list[SimNode]] = {}
+        for _, pool in pods:
+            if id(pool) not in orders:
+                orders[id(pool)] = self._destinations_in(pool)
+        skip = self.nodes[source]
+        placed: list[tuple[SimNode, PodInfo, dict[str, int]]] = []
+        for (pod, pool), needs in sorted(zip(pods, wanted, strict=True),
+                                         key=lambda pn: largest_first(pn[0][0])):
+            target = self.place(pod, needs, orders[id(pool)], skip)
+            if target is None:
+                # Judged before the undo: the room its siblings took is what it lacks.
+                reason = Reason("does_not_fit", f"pod {pod.namespace}/{pod.name} does not "
+                                f"fit elsewhere: {self.shortfall(pod, source, pool)}")
+                self._undo(placed)
+                return reason
+            self._put(target, pod, needs)
+            placed.append((target, pod, needs))
+        for node, pod, _ in placed:
+            self.received.add(node.info.name)
+            self.moves[pod.key] = node.info.name
+        self.empty(source)
+        return None
+
+    def empty(self, name: str) -> None:
+        """The simulation emptied ``name``: it takes no Pod any more."""
+        node = self.nodes[name]
+        if name not in self.emptied:
+            if self._receives(node):
+                self._unlist(node)
+            self.emptied.add(name)
+
+    def _receives(self, node: SimNode) -> bool:
+        """Whether ``node`` is a destination (``destinations``, whatever the source) with
+        room for the least a Pod needs (``_least``); the nodes ``_destinations_in`` lists."""
+        return bool(node.open and node.hosts and node.info.name not in self.emptied
+                    and _holds(node, self._least))
+
+    def _destinations_in(self, pool: LabelSelector) -> list[SimNode]:
+        """The nodes of ``pool`` that may take a Pod, most allocated first: for a given
+        source, its ``destinations`` but those with no room for any Pod, in ``rank`` order.
+        Sorted once per pool and kept so by every change after (see ``__init__``)."""
+        ordered = self._destinations.get(pool)
+        if ordered is None:
+            members = self.in_pool(pool)
+            ordered = sorted((n for n in members if self._receives(n)), key=rank)
+            self._destinations[pool] = ordered
+            for n in members:
+                self._lists_of.setdefault(n.info.name, []).append(ordered)
+        return ordered
+
+    def _put(self, target: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+        """Put ``pod`` on ``target``, a listed destination, and keep its lists in order: its
+        rank rose, or it has no room left for any Pod and leaves them. It is found in them
+        before its rank changes: their order is that rank's."""
+        lists = self._lists_of.get(target.info.name, ())
+        at = [_index(ordered, target) for ordered in lists]
+        before = target.rank
+        self._add(target, pod, needs)
+        target.rescore()
+        if not _holds(target, self._least):
+            for ordered, i in zip(lists, at, strict=True):
+                del ordered[i]
+        elif target.rank != before:
+            for ordered, i in zip(lists, at, strict=True):
+                del ordered[i]
+                insort(ordered, target, key=rank)
+
+    def _undo(self, placed: Sequence[tuple[SimNode, PodInfo, dict[str, int]]]) -> None:
+        """Take back a failed move's Pods: the nodes they went to leave their lists at their
+        rank of now and return at the one they had before, if they take Pods again."""
+        touched = list({id(node): node for node, _, _ in placed}.values())
+        for node in touched:
+            if self._receives(node):
+                self._unlist(node)
+        for node, pod, needs in reversed(placed):
+            self._take(node, pod, needs)
+        for node in touched:
+            if self._receives(node):
+                for ordered in self._lists_of.get(node.info.name, ()):
+                    insort(ordered, node, key=rank)
+
+    def _unlist(self, node: SimNode) -> None:
+        for ordered in self._lists_of.get(node.info.name, ()):
+            del ordered[_index(ordered, node)]
+
+
+# A node's ``rank``, as a sort and bisect key (a C getter: the destination lists are
+# bisected on every Pod a move places).
+rank: Final[Callable[[SimNode], tuple[float, str]]] = operator.attrgetter("rank")
+
+
+def _holds(node: SimNode, floor: Sequence[tuple[str, int]]) -> bool:
+    """Whether ``node`` has room for ``floor``: (resource, amount) pairs."""
+    free = node.free
+    for r, amount in floor:
+        if free.get(r, 0) < amount:
+            return False
+    return True
+
+
+def _index(ordered: list[SimNode], node: SimNode) -> int:
+    """Where ``node`` is in ``ordered``, sorted by ``rank`` (node's included)."""
+    i = bisect_left(ordered, node.rank, key=rank)
+    assert ordered[i] is node, "a destination list out of order"
+    return i
+
+
+def _promote(ordered: list[SimNode], target: SimNode) -> None:
+    """Keep ``ordered`` most allocated first: the target's score rose; move it up past those
+    it passed."""
+    i = ordered.index(target)
+    key = target.rank
+    while i > 0 and ordered[i - 1].rank > key:
+        ordered[i - 1], ordered[i] = ordered[i], ordered[i - 1]
+        i -= 1
+
+

@@ -1,0 +1,1 @@
+"""One pass's decisions: ``plan(snapshot, settings, now, memory) -> Plan``, typed actions. Pure."""

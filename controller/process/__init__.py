@@ -1,0 +1,1 @@
+"""The controller process: its settings, leader election, and the pass loop."""

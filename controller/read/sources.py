@@ -1,0 +1,107 @@
+"""What the controller watches and caches, and the record each object becomes.
+
+Every read of a pass has a ``Source``: the bulk (Pods, ReplicaSets, Jobs), the workloads of
+every kind, namespaces, nodes, disruption budgets, LimitRanges, policies of every kind, the
+PolicyEvaluation and the controller's own objects in its namespace. A pass then costs the API
+server no request at all; what it costs per minute is the watches and the lease, whatever the
+cluster's size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+from compaction import kinds, names
+from compaction.limit_range import parse_limit_range
+from compaction.workload import WorkloadType
+from controller.kubeapi.informer import Source
+from controller.snapshot.fields import Obj, meta, str_map
+from controller.snapshot.pod_schema import decode_pod_list
+from controller.snapshot.snapshot import (
+    EvaluationObject,
+    NodeInfo,
+    OwnerInfo,
+    owner_parser,
+    parse_evaluation_object,
+    parse_node,
+    parse_own,
+    parse_pdb,
+    parse_pod,
+    parse_policy_object,
+    parse_static_policy_object,
+)
+from controller.snapshot.workload import WorkloadObject, list_path, workload_object
+
+POLICIES: Final = tuple(kinds.kind(k).path() for k in names.POLICY_KINDS)
+STATIC_POLICIES: Final = tuple(kinds.kind(k).path() for k in names.STATIC_POLICY_KINDS)
+LIMIT_RANGES: Final = kinds.kind("LimitRange").path()
+EVALUATIONS: Final = kinds.kind(names.EVALUATION_KIND).path()
+PODS, REPLICA_SETS, JOBS = (kinds.kind(k).path() for k in ("Pod", "ReplicaSet", "Job"))
+NAMESPACES, NODES, PDBS = (kinds.kind(k).path()
+                           for k in ("Namespace", "Node", "PodDisruptionBudget"))
+OWN_KINDS: Final = ("ConfigMap", "CronJob", "Deployment")
+OWN_SELECTOR: Final = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_VALUE}"
+
+_parse_job_owner = owner_parser("Job")
+
+
+def parse_job(obj: Obj) -> tuple[OwnerInfo, WorkloadObject | None]:
+    """A Job is a step of a CronJob's chain and may be a workload of its own."""
+    return _parse_job_owner(obj), workload_object(WorkloadType.JOB, obj, {})
+
+
+def parse_named_evaluation(obj: Obj) -> tuple[str, EvaluationObject]:
+    """Only the singleton's name counts; the name is kept beside the record."""
+    return str(meta(obj).get("name") or ""), parse_evaluation_object(obj)
+
+
+def parse_namespace(obj: Obj) -> tuple[str, Mapping[str, str]]:
+    return str(meta(obj).get("name") or ""), str_map(meta(obj).get("labels"))
+
+
+def _workload_parser(kind: WorkloadType) -> Any:
+    def parse(obj: Obj) -> WorkloadObject | None:
+        return workload_object(kind, obj, {})  # the namespace's labels are added per pass
+    return parse
+
+
+def _same_node(a: NodeInfo, b: NodeInfo) -> bool:
+    """Equal but for the resourceVersion: a status heartbeat, nothing a pass decides on."""
+    return dataclasses.replace(a, resource_version="") == dataclasses.replace(
+        b, resource_version="")
+
+
+def own_path(kind: str, namespace: str) -> str:
+    return kinds.kind(kind).path(namespace)
+
+
+def sources(namespace: str) -> dict[str, Source]:
+    """Every path a pass reads, keyed by its list path. A change wakes the reconciler except
+    for the bulk kinds (a workload's status change says its Pods changed), the disruption
+    budgets and the controller's own objects (read again at the next resync)."""
+    out = {
+        PODS: Source(parse_pod, decode=decode_pod_list, wakes=False),
+        REPLICA_SETS: Source(owner_parser("ReplicaSet"), wakes=False),
+        NAMESPACES: Source(parse_namespace, same=lambda a, b: bool(a == b)),
+        NODES: Source(parse_node, same=_same_node),
+        PDBS: Source(parse_pdb, wakes=False),
+        EVALUATIONS: Source(parse_named_evaluation),
+        **{p: Source(parse_policy_object) for p in POLICIES},
+        **{p: Source(parse_static_policy_object) for p in STATIC_POLICIES},
+        LIMIT_RANGES: Source(parse_limit_range),
+        **{list_path(k): Source(_workload_parser(k)) for k in WorkloadType
+           if k is not WorkloadType.JOB},
+        JOBS: Source(parse_job),
+    }
+    for kind in OWN_KINDS:
+        out[own_path(kind, namespace)] = Source(
+            _own_parser(kind), wakes=False, selector=OWN_SELECTOR)
+    return out
+
+
+def _own_parser(kind: str) -> Any:
+    def parse(obj: Obj) -> Any:
+        return parse_own(kind, obj)
+    return parse

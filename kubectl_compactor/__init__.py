@@ -1,0 +1,1 @@
+"""``kubectl compactor``: what the policies would free on a live cluster, read-only."""
