@@ -1,32 +1,37 @@
 """Reading Prometheus' text format: a series' value, a sum over series, a histogram's buckets,
-a quantile."""
+a quantile. Lines are parsed by ``prometheus_client``'s parser, so label values are unescaped
+and a trailing timestamp is not mistaken for the value."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 Buckets = list[tuple[float, float]]  # (upper bound, cumulative count), ascending
 
 
-def _labels(line: str) -> dict[str, str]:
-    if "{" not in line:
-        return {}
-    inner = line.split("{", 1)[1].rsplit("}", 1)[0]
-    out = {}
-    for part in inner.split('",'):
-        if "=" in part:
-            key, value = part.split("=", 1)
-            out[key.strip()] = value.strip().strip('"')
-    return out
+def _samples(text: str, name: str) -> Iterator[Sample]:
+    """The samples named exactly ``name``, in the order written. Only lines that may hold one
+    reach the parser, which needs about half a second for a whole API server scrape. No
+    comment line reaches it either, so a ``# TYPE x counter`` cannot have it rename ``x``'s
+    samples ``x_total``."""
+    lines = [line for line in text.split("\n") if line.lstrip().startswith((name, "{"))]
+    for family in text_string_to_metric_families("\n".join(lines)):
+        yield from (s for s in family.samples if s.name == name)
+
+
+def _has(labels: Mapping[str, str], match: Mapping[str, str] | None) -> bool:
+    return all(labels.get(k) == v for k, v in (match or {}).items())
 
 
 def value(text: str, name: str, match: Mapping[str, str] | None = None) -> float:
     """The sum of ``name``'s samples whose labels include ``match``."""
     total = 0.0
-    for line in text.splitlines():
-        if (line.startswith(name + "{") or line.startswith(name + " ")) and all(
-                _labels(line).get(k) == v for k, v in (match or {}).items()):
-            total += float(line.rsplit(" ", 1)[1])
+    for s in _samples(text, name):
+        if _has(s.labels, match):
+            total += float(s.value)
     return total
 
 
@@ -34,23 +39,16 @@ def sample(text: str, name: str, labels: Mapping[str, str] | None = None) -> flo
     """The value of ``name``'s one series whose labels are exactly ``labels`` (none: the
     unlabelled series); 0 while that series is absent."""
     want = dict(labels or {})
-    for line in text.splitlines():
-        if (line.startswith(name + "{") or line.startswith(name + " ")) and _labels(line) == want:
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    return next((float(s.value) for s in _samples(text, name) if s.labels == want), 0.0)
 
 
 def histogram(text: str, name: str, match: Mapping[str, str] | None = None) -> Buckets:
     """``name``'s buckets summed over the label sets that include ``match``."""
     sums: dict[float, float] = {}
-    for line in text.splitlines():
-        if not line.startswith(f"{name}_bucket{{"):
-            continue
-        labels = _labels(line)
-        if all(labels.get(k) == v for k, v in (match or {}).items()):
-            le = labels["le"]
-            key = float("inf") if le == "+Inf" else float(le)
-            sums[key] = sums.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    for s in _samples(text, f"{name}_bucket"):
+        if _has(s.labels, match):
+            le = float(s.labels["le"])  # "+Inf" reads as inf
+            sums[le] = sums.get(le, 0.0) + float(s.value)
     return sorted(sums.items())
 
 
