@@ -15,6 +15,8 @@ from fractions import Fraction
 from typing import Final
 
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+# One whole unit (a core, a byte, a Pod of allocatable "pods") in milli-units.
+UNIT: Final = 1000
 _DECIMAL: Final = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
                    "": Fraction(1), "k": Fraction(10**3), "M": Fraction(10**6),
                    "G": Fraction(10**9), "T": Fraction(10**12), "P": Fraction(10**15),

@@ -18,55 +18,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from compaction import names
+from compaction import names, quantity
 from compaction.packing import bounds_per_resource, ffd
 from compaction.problem import Problem
 from compaction.safety import is_placeholder
 from controller.components.pod_settings import RuntimeSettings
-from controller.drain_planner.planner import DrainPlan
-from controller.drain_planner.simulated_cluster import Reason
+from controller.drain_planner.drain_plan import DrainPlan
+from controller.drain_planner.reasons import CAUSES, Code, Reason
 from controller.plan.decide import PlanSettings, drain_plans
-from controller.snapshot.snapshot import (
-    EvaluationObject,
-    PodInfo,
-    PolicyObject,
-    Snapshot,
-    parse_evaluation_object,
-    parse_policy_object,
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.policies import (
+    EvaluationInfo,
+    PolicyInfo,
+    parse_evaluation_info,
+    parse_policy_info,
 )
+from controller.snapshot.snapshot import Snapshot
 
 API_VERSION: Final = names.API_VERSION
 HOURS_PER_MONTH: Final = 730
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
 RESOURCES: Final = ("cpu", "memory", "pods")
-_ONE_POD: Final = 1000  # a Pod, in the milli-units of allocatable "pods"
 
-# What each reason code means, for a group of nodes (the reasons' own texts name one Pod).
-CAUSES: Final[Mapping[str, str]] = {
-    "protected_namespace": "pod in a protected namespace (kube-system, compactor-system)",
-    "mirror": "mirror Pod", "placeholder": "placeholder Pod (priority -10 or lower)",
-    "bare_pod": "pod without a controller", "kind_not_evicted": "pod of a kind never evicted",
-    "safe_to_evict": "pod annotated safe-to-evict=false",
-    "do_not_disrupt": "pod annotated karpenter.sh/do-not-disrupt",
-    "system_critical": "system-critical pod", "local_storage": "pod with local storage",
-    "pvc": "pod with a PersistentVolumeClaim", "suppressed": "pod of a suppressed workload",
-    "pdb": "PodDisruptionBudget allowing 0 disruptions",
-    "evictor_selector": "pod outside the policy's evictor label selector",
-    "tolerates_drain": "pod tolerating the drain taint",
-    "no_evictions": "policy whose descheduler may evict 0 Pods",
-    "not_simulated": "pod the simulation does not judge",
-    "no_policy": "pod of no compaction policy",
-    "not_ready": "node not ready or cordoned", "leaving": "node being removed by an autoscaler",
-    "outside_pool": "node outside the policy's node pool",
-    "above_thresholds": "node above the policy's utilization thresholds",
-    "number_of_nodes": "too few underutilized nodes for numberOfNodes",
-    "destination": "node taking Pods of the nodes freed first",
-    "does_not_fit": "pod that fits on no other node",
-    "timed_out": "drain that did not finish in time", "left_pool": "node that left the pool",
-    "descheduler_disabled": "policy whose descheduler is disabled",
-    "drained": "node already drained (what is left never moves)",
-    "no_pool": "node in no policy's node pool",
-}
 
 
 def settings() -> PlanSettings:
@@ -81,8 +54,8 @@ def settings() -> PlanSettings:
 class Policies:
     """The policies to judge (from files or from the cluster), and what is wrong with them."""
 
-    policies: tuple[PolicyObject, ...] = ()
-    evaluation: EvaluationObject | None = None
+    policies: tuple[PolicyInfo, ...] = ()
+    evaluation: EvaluationInfo | None = None
     problems: tuple[str, ...] = ()  # one line each: where, which object, field path, message
 
 
@@ -93,8 +66,8 @@ def _problem_lines(source: str, what: str, problems: Iterable[Problem]) -> list[
 def read_documents(documents: Iterable[tuple[str, Any]]) -> Policies:
     """Policies (and a PolicyEvaluation) from YAML documents, each with where it came from
     (``file#n``), through the controller's validation; every problem with its field path."""
-    policies: list[PolicyObject] = []
-    evaluation: EvaluationObject | None = None
+    policies: list[PolicyInfo] = []
+    evaluation: EvaluationInfo | None = None
     problems: list[str] = []
     for source, doc in documents:
         if doc is None:
@@ -109,14 +82,14 @@ def read_documents(documents: Iterable[tuple[str, Any]]) -> Policies:
         version_problems = [] if doc.get("apiVersion") == API_VERSION else [
             Problem("apiVersion", f"must be {API_VERSION}")]
         if kind == names.EVALUATION_KIND:
-            found = parse_evaluation_object(doc)
+            found = parse_evaluation_info(doc)
             problems += _problem_lines(source, what, [*version_problems, *found.problems])
             evaluation = found
             continue
         if kind == names.NAMESPACED_POLICY_KIND and not meta.get("namespace"):
             # As kubectl apply would: the default namespace.
             doc = {**doc, "metadata": {**meta, "namespace": "default"}}
-        found_policy = parse_policy_object(doc)
+        found_policy = parse_policy_info(doc)
         problems += _problem_lines(source, what,
                                    [*version_problems, *found_policy.problems])
         policies.append(found_policy)
@@ -190,7 +163,7 @@ class Savings:
 class Held:
     """Nodes in use that stay, for one cause."""
 
-    code: str
+    code: Code
     cause: str
     nodes: tuple[str, ...]
     example: str  # one reason's own text
@@ -283,20 +256,20 @@ def _reasons(drains: Sequence[DrainPlan]) -> dict[str, list[Reason]]:
         for u in (*d.abandoned, *d.unremovable):
             out[u.node] += [r for r in u.reasons if r not in out[u.node]]
         for name in d.drained:
-            out[name].append(Reason("drained", "drained: what is left there never moves"))
+            out[name].append(Reason(Code.DRAINED, "drained: what is left there never moves"))
     return out
 
 
 def group(stays: Mapping[str, Sequence[Reason]]) -> tuple[Held, ...]:
     """Nodes per reason code (a node with several counts under each), most nodes first."""
-    nodes: dict[str, list[str]] = defaultdict(list)
-    example: dict[str, str] = {}
+    nodes: dict[Code, list[str]] = defaultdict(list)
+    example: dict[Code, str] = {}
     for name, reasons in sorted(stays.items()):
         for r in reasons:
             if name not in nodes[r.code]:
                 nodes[r.code].append(name)
                 example.setdefault(r.code, r.text)
-    return tuple(Held(code, CAUSES.get(code, code), tuple(ns), example[code])
+    return tuple(Held(code, CAUSES[code], tuple(ns), example[code])
                  for code, ns in sorted(nodes.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
@@ -314,9 +287,9 @@ def bounds(pods: Iterable[PodInfo], snapshot: Snapshot, in_use: Sequence[str],
         if p.daemon or p.mirror:
             used = fixed[p.node_name]
             for r in RESOURCES:
-                used[r] += _ONE_POD if r == "pods" else p.requests.get(r, 0)
+                used[r] += quantity.UNIT if r == "pods" else p.requests.get(r, 0)
         else:
-            items.append(tuple(_ONE_POD if r == "pods" else p.requests.get(r, 0)
+            items.append(tuple(quantity.UNIT if r == "pods" else p.requests.get(r, 0)
                                for r in RESOURCES))
     capacity = {r: max((allocatable[n].get(r, 0) - fixed[n][r] for n in in_use
                         if n in allocatable), default=0) for r in RESOURCES}
@@ -351,12 +324,12 @@ def build(snapshot: Snapshot, drains: Sequence[DrainPlan], prices: Prices = Pric
         if name in order:
             continue
         stays[name] = tuple(reasons.get(name) or [Reason(
-            "no_pool" if drains else "no_policy",
+            Code.NO_POOL if drains else Code.NO_POLICY,
             "node is in no policy's node pool" if drains else
             "no enabled policy to judge the node")])
     unsimulated = tuple(
-        Unsimulated(f"{p.namespace}/{p.name}", p.node_name, p.placement.unsimulated)
-        for name in in_use for p in by_node[name] if p.placement.unsimulated)
+        Unsimulated(f"{p.namespace}/{p.name}", p.node_name, p.constraints.unsimulated)
+        for name in in_use for p in by_node[name] if p.constraints.unsimulated)
     savings = None
     if prices.given:
         priced = [f.hourly for f in freed if f.hourly is not None]
@@ -435,7 +408,7 @@ def as_dict(report: Report) -> dict[str, Any]:
 
 def _quantity(resource: str, milli: int) -> str:
     if resource == "pods":
-        return str(milli // _ONE_POD)
+        return str(milli // quantity.UNIT)
     if resource == "memory":
         return f"{milli // 1000 // 2**20}Mi"
     return f"{milli}m" if resource == "cpu" else str(milli // 1000)

@@ -39,11 +39,15 @@ from compaction.safety import Hold
 from compaction.workload import WorkloadType
 from controller.components.pod_settings import RuntimeSettings
 from controller.drain_planner import memo as drain_memo
-from controller.drain_planner.planner import DrainPlan
+from controller.drain_planner.drain_plan import DrainPlan
 from controller.plan.decide import PlanSettings, plan
-from controller.snapshot.constraints import parse_placement
-from controller.snapshot.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot, parse_policy_object
-from controller.snapshot.workload import WorkloadObject, workload_object
+from controller.snapshot.constraints import parse_constraints
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.owner import OwnerInfo
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.policies import parse_policy_info
+from controller.snapshot.snapshot import Snapshot
+from controller.snapshot.workload import WorkloadInfo, parse_workload
 
 GI = 2**30 * 1000
 # (namespace, name, replicas per 100 nodes, cpu millicores, memory MiB), as bench-e2e's mix.
@@ -64,7 +68,7 @@ CASES = (Case(100, 1, 0.05), Case(1000, 1, 1.0), Case(1000, 20, 0.3), Case(5000,
 
 
 # What the API server's DefaultTolerationSeconds plugin gives every Pod.
-DEFAULT_TOLERATIONS = parse_placement({"tolerations": [
+DEFAULT_TOLERATIONS = parse_constraints({"tolerations": [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
      "tolerationSeconds": 300},
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
@@ -88,13 +92,13 @@ def cluster(nodes: int, policies: int = 1) -> Snapshot:
     node_names = [f"node-{i:04d}" for i in range(nodes)]
     infos = tuple(NodeInfo(n, {"kubernetes.io/hostname": n}, {
         "cpu": 4000_000, "memory": 16 * GI, "pods": 110_000}) for n in node_names)
-    workloads: list[WorkloadObject] = []
+    workloads: list[WorkloadInfo] = []
     owners: list[OwnerInfo] = []
     pods: list[PodInfo] = []
     for mixed, app, per_100, _, _ in MIX:
         for k in range(policies):
             ns = namespace(mixed, k, policies)
-            w = workload_object(WorkloadType.DEPLOYMENT, {"metadata": {
+            w = parse_workload(WorkloadType.DEPLOYMENT, {"metadata": {
                 "namespace": ns, "name": app, "uid": f"uid-{app}" if policies == 1 else
                 f"uid-{ns}-{app}"}, "spec": {"replicas": per_100 * nodes // 100 // policies}},
                 {})
@@ -110,7 +114,7 @@ def cluster(nodes: int, policies: int = 1) -> Snapshot:
                                     {"app": app}, {}, ("ReplicaSet", f"{app}-1"),
                                     node_name=node_names[at % nodes], phase="Running",
                                     ready=True, requests=requests,
-                                    placement=DEFAULT_TOLERATIONS))
+                                    constraints=DEFAULT_TOLERATIONS))
                 at += 1
     for i, n in enumerate(node_names):
         pods.append(PodInfo(namespace("production", 0, policies), f"agent-{i}", f"agent-{i}",
@@ -122,7 +126,7 @@ def cluster(nodes: int, policies: int = 1) -> Snapshot:
                 f"pinned-{i}", {}, {names.SAFE_TO_EVICT_ANNOTATION: "false"},
                 ("ReplicaSet", "web-1"), node_name=n, phase="Running", ready=True,
                 requests={"cpu": 100_000, "memory": 128 * 2**20 * 1000}))
-    objects = tuple(parse_policy_object({
+    objects = tuple(parse_policy_info({
         "apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
         "metadata": {"name": "bench" if policies == 1 else f"bench-{k:02d}", "uid": f"u{k}",
                      "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},

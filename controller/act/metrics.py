@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from compaction.resource_plan import BlockReason
-from controller.drain_planner.planner import DrainPlan
+from controller.drain_planner.drain_plan import DrainPlan
 from controller.plan.scheduler_routing import Routing
 
 

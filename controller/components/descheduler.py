@@ -24,12 +24,12 @@ from typing import Any, Final
 import yaml
 
 from compaction import names
+from compaction.descheduler_scope import DeschedulerScope
 from compaction.policy import Policy
-from compaction.safety import evictable_kinds
 from compaction.selector import LabelSelector, Operator, Requirement
 from controller.components.labels import managed_labels, policy_owner
 from controller.components.pod_settings import PodRuntime
-from controller.snapshot.snapshot import OwnerInfo
+from controller.snapshot.owner import OwnerInfo
 
 SERVICE_ACCOUNT: Final = "compactor-descheduler"
 # Every namespace carries its own name under this label (the API server sets it).
@@ -39,16 +39,10 @@ _MOUNT: Final = "/policy-dir"
 
 
 def eviction_selector(policy: Policy) -> LabelSelector:
-    evictable = evictable_kinds(policy.descheduler.default_evictor.evict_daemon_set_pods)
-    base = LabelSelector((
-        Requirement(names.POLICY_LABEL, Operator.IN, (policy.id,)),
-        Requirement(names.WORKLOAD_KIND_LABEL, Operator.IN,
-                    tuple(sorted(k.value for k in evictable))),
-        Requirement(names.SUPPRESSED_LABEL, Operator.DOES_NOT_EXIST),
-        Requirement(names.PROTECTED_LABEL, Operator.DOES_NOT_EXIST),
-        Requirement(names.DRAINING_LABEL, Operator.IN, (policy.id,)),
-    ))
-    return base.and_(policy.descheduler.default_evictor.label_selector)
+    """The policy's descheduler scope (``compaction.descheduler_scope``), narrowed to the Pods
+    the planner marked for its drains."""
+    return DeschedulerScope.of(policy).selector(
+        Requirement(names.DRAINING_LABEL, Operator.IN, (policy.id,)))
 
 
 def _selector_object(selector: LabelSelector) -> dict[str, Any]:

@@ -7,12 +7,13 @@ from typing import Any
 from compaction import names
 
 
+def component_selector(component: str) -> dict[str, str]:
+    """The labels that select one component's Pods (a Deployment's immutable selector)."""
+    return {"app.kubernetes.io/name": "compactor", "app.kubernetes.io/component": component}
+
+
 def managed_labels(component: str, policy: str | None = None) -> dict[str, str]:
-    labels = {
-        names.MANAGED_BY_LABEL: names.MANAGED_BY_VALUE,
-        "app.kubernetes.io/name": "compactor",
-        "app.kubernetes.io/component": component,
-    }
+    labels = {names.MANAGED_BY_LABEL: names.MANAGED_BY_VALUE, **component_selector(component)}
     if policy:
         labels[names.POLICY_LABEL] = policy
     return labels

@@ -7,12 +7,14 @@ from typing import Any, Final
 import yaml
 
 from compaction import names
-from controller.components.labels import managed_labels
+from controller.components.labels import component_selector, managed_labels
 from controller.components.pod_settings import PodRuntime
 
 SERVICE_ACCOUNT: Final = "compactor-scheduler"
 DEPLOYMENT: Final = "compactor-scheduler"
 CONFIG_KEY: Final = "config.yaml"
+# The labels that select the compaction scheduler's Pods, read back to see why one cannot start.
+POD_SELECTOR: Final = component_selector("scheduler")
 _MOUNT: Final = "/etc/compactor-scheduler"
 # Above the sum of every other score's weight in the profile (NodeResourcesFit 1,
 # InterPodAffinity 2, NodeAffinity 2, ImageLocality 1, PodTopologySpread 2, VolumeBinding 1).
@@ -70,7 +72,6 @@ def scheduler_configmap(namespace: str = names.INSTALL_NAMESPACE) -> dict[str, A
 def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
                          namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
     labels = managed_labels("scheduler")
-    selector = {"app.kubernetes.io/name": "compactor", "app.kubernetes.io/component": "scheduler"}
     spec = runtime.pod_spec({
         "name": "kube-scheduler", "image": image,
         "command": ["kube-scheduler", f"--config={_MOUNT}/{CONFIG_KEY}", "--v=2"],
@@ -84,7 +85,7 @@ def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
         "metadata": {"name": DEPLOYMENT, "namespace": namespace, "labels": labels},
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": selector},
+            "selector": {"matchLabels": dict(POD_SELECTOR)},
             "template": {
                 # A config change rolls the scheduler: it reads its config only at start.
                 "metadata": {"labels": labels,

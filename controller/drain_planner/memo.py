@@ -17,9 +17,12 @@ from typing import Any, Final
 from compaction import names
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
-from controller.drain_planner.planner import DRAIN_TIMEOUT, DrainPlan, Member, plan_drains
+from controller.drain_planner.drain_plan import DRAIN_TIMEOUT, DrainPlan, Member
+from controller.drain_planner.planner import plan_drains
 from controller.snapshot.constraints import UNCONSTRAINED
-from controller.snapshot.snapshot import NodeInfo, PdbInfo, PodInfo
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pdb import PdbInfo
+from controller.snapshot.pod import PodInfo
 
 # A plan is reused for at most this long while its inputs stay the same (time alone matters
 # only for a drain's timeout, of hours).
@@ -50,7 +53,7 @@ _READ_ANNOTATIONS: Final = (names.SAFE_TO_EVICT_ANNOTATION, names.DO_NOT_DISRUPT
 # Fields left out of a node's digest: the resourceVersion moves with every status heartbeat.
 _NODE_UNREAD: Final = frozenset({"resource_version"})
 # A Pod's fields digested other than as they are: only in part, or by a shared record.
-_POD_OWN: Final = frozenset({"labels", "annotations", "placement"})
+_POD_OWN: Final = frozenset({"labels", "annotations", "constraints"})
 
 
 def _is_mapping(f: dataclasses.Field[Any]) -> bool:
@@ -85,16 +88,16 @@ def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable
     if any(_selects_own(b.selector) for b in pdbs):
         return None
     pod_keys: list[int] = []
-    # Most Pods share a few placement and member records: one repr or tuple each, by
+    # Most Pods share a few constraints and member records: one repr or tuple each, by
     # identity (every record stays referenced, so no id is reused while this runs).
-    placements: dict[int, str] = {id(UNCONSTRAINED): ""}
+    constraint_texts: dict[int, str] = {id(UNCONSTRAINED): ""}
     member_rows: dict[int, object] = {}
     for p in pods:
-        placement = placements.get(id(p.placement))
-        if placement is None:
-            if any(_selects_own(t.selector) for t in p.placement.anti_affinity):
+        constraints_text = constraint_texts.get(id(p.constraints))
+        if constraints_text is None:
+            if any(_selects_own(t.selector) for t in p.constraints.anti_affinity):
                 return None
-            placement = placements[id(p.placement)] = repr(p.placement)
+            constraints_text = constraint_texts[id(p.constraints)] = repr(p.constraints)
         member = members.get(p.key)
         row = member_rows.get(id(member))
         if row is None and member is not None:
@@ -106,7 +109,7 @@ def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable
             _POD_PLAIN(p), tuple([tuple(getattr(p, f).items()) for f in _POD_MAPPINGS]),
             tuple(labels.items()) if _OWN_POD_LABELS.isdisjoint(labels) else
             tuple(kv for kv in labels.items() if kv[0] not in _OWN_POD_LABELS),
-            tuple(map(p.annotations.get, _READ_ANNOTATIONS)), placement, row)))
+            tuple(map(p.annotations.get, _READ_ANNOTATIONS)), constraints_text, row)))
     return hash((
         tuple((repr(policy), repr(pool)) for policy, pool in policies), tuple(sorted(paused)),
         tuple(hash((_NODE_PLAIN(n), tuple([tuple(getattr(n, f).items()) for f in _NODE_MAPPINGS])))

@@ -28,100 +28,28 @@ import datetime
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
 
-from compaction import names
-from compaction.policy import DefaultEvictor, DeschedulerSpec, Policy
+from compaction.descheduler_scope import DeschedulerScope
+from compaction.policy import DefaultEvictor, Policy
 from compaction.safety import Hold, eviction_hold, is_placeholder
 from compaction.selector import LabelSelector
 from compaction.utilization import Utilization, is_underutilized
-from compaction.workload import WorkloadType
-from controller.drain_planner.simulated_cluster import (
-    Cluster,
-    Reason,
-    SimNode,
-    largest_first,
-    leaving,
-    utilization,
+from controller.drain_planner.drain_plan import (
+    DRAIN_TIMEOUT,
+    DrainPlan,
+    Member,
+    Unremovable,
+    next_evictions,
 )
+from controller.drain_planner.eligibility import Scope, _hold_reason, blocker
+from controller.drain_planner.reasons import Code, Reason
+from controller.drain_planner.simulated_cluster import Cluster, SimNode, leaving, utilization
 from controller.drain_planner.taint import drain_owner, tolerates_drain
 from controller.snapshot.constraints import Taint
 from controller.snapshot.fields import parse_time
-from controller.snapshot.snapshot import NodeInfo, PdbInfo, PodInfo
-
-DRAIN_TIMEOUT: Final = datetime.timedelta(hours=6)
-
-
-@dataclass(frozen=True)
-class Member:
-    """What the pass decided for a Pod: its workload's kind and policy, and suppression."""
-
-    kind: WorkloadType
-    policy: str | None
-    suppressed: bool
-
-
-@dataclass(frozen=True)
-class Unremovable:
-    node: str
-    reasons: tuple[Reason, ...]
-    stake: bool = False  # the policy has Pods it could move there
-
-
-@dataclass(frozen=True)
-class DrainPlan:
-    """One policy's share of the plan, as its status shows it."""
-
-    policy: str
-    nodes_in_use: tuple[str, ...] = ()  # pool nodes running a Pod other than a DaemonSet's
-    freeable: tuple[str, ...] = ()  # nodes the simulation empties, in the order it drains them
-    draining: tuple[str, ...] = ()  # of those, the ones to drain now: tainted
-    drained: tuple[str, ...] = ()  # tainted and empty of movable Pods now: untainted
-    abandoned: tuple[Unremovable, ...] = ()  # tainted, but the plan no longer holds
-    unremovable: tuple[Unremovable, ...] = ()
-    # Per draining node, this policy's Pods its descheduler may evict next (they get the
-    # draining label).
-    evict: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
-    # Where the simulation put each Pod of a freeable node: (namespace, name) -> node.
-    moves: Mapping[tuple[str, str], str] = field(default_factory=dict)
-
-
-def evictions_per_run(pods: Sequence[PodInfo], spec: DeschedulerSpec) -> list[PodInfo]:
-    """Of ``pods`` (one node's, in the order they should go), those one descheduler run
-    evicts: within ``maxNoOfPodsToEvictPerNode``, ``...PerNamespace`` and ``...Total``, the
-    limits the rendered policy hands the descheduler."""
-    cap = min(spec.max_pods_to_evict_per_node, spec.max_pods_to_evict_total)
-    per_namespace: Counter[str] = Counter()
-    out: list[PodInfo] = []
-    for pod in pods:
-        if len(out) >= cap:
-            break
-        if per_namespace[pod.namespace] < spec.max_pods_to_evict_per_namespace:
-            per_namespace[pod.namespace] += 1
-            out.append(pod)
-    return out
-
-
-def next_evictions(movable: Sequence[PodInfo], spec: DeschedulerSpec
-                   ) -> tuple[tuple[str, str], ...]:
-    """A policy's Pods on a draining node that its descheduler may evict next: the largest
-    first, as many as one run evicts. The simulation placed them in that order; evicted in
-    another, a small Pod takes the room a larger one was planned into, the larger fits
-    nowhere and the drain no longer holds. Each pass marks the next ones."""
-    return tuple(p.key for p in evictions_per_run(sorted(movable, key=largest_first), spec))
-
-
-@dataclass(frozen=True)
-class _Scope:
-    """One policy as the plan reads it: its pool, matched once per pass."""
-
-    policy: Policy
-    pool: LabelSelector
-    nodes: frozenset[str]
-    # Whether more of the pool's possible sources are underutilized than numberOfNodes asks
-    # for, and how many are.
-    gate: tuple[bool, int]
-    evicts: bool  # whether its descheduler may evict any Pod in a run
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pdb import PdbInfo
+from controller.snapshot.pod import PodInfo
 
 
 @dataclass
@@ -153,7 +81,7 @@ def _may_source(node: NodeInfo) -> bool:
 
 
 def _scopes(policies: Sequence[tuple[Policy, LabelSelector]], cluster: Cluster
-            ) -> dict[str, _Scope]:
+            ) -> dict[str, Scope]:
     """Each policy as the plan reads it, by id. Policies often share a pool: its nodes and
     their utilization (before any move) are read once for all of them."""
     pools: dict[LabelSelector, tuple[frozenset[str], list[Utilization]]] = {}
@@ -168,70 +96,18 @@ def _scopes(policies: Sequence[tuple[Policy, LabelSelector]], cluster: Cluster
         nodes, sources = pools[pool]
         under = sum(1 for u in sources if is_underutilized(u, hnu.thresholds))
         d = policy.descheduler
-        scopes[policy.id] = _Scope(
-            policy, pool, nodes, (under > hnu.number_of_nodes, under),
+        scopes[policy.id] = Scope(
+            policy, DeschedulerScope.of(policy), pool, nodes, (under > hnu.number_of_nodes, under),
             min(d.max_pods_to_evict_per_node, d.max_pods_to_evict_per_namespace,
                 d.max_pods_to_evict_total) >= 1)
     return scopes
 
 
-_HOLD_TEXT: Final = {
-    Hold.PROTECTED_NAMESPACE: "is in {ns}", Hold.MIRROR: "is a mirror Pod",
-    Hold.PLACEHOLDER: "is a placeholder",
-    Hold.BARE_POD: "has no controller (a bare Pod is never recreated)",
-    Hold.KIND_NOT_EVICTED: "belongs to a {kind} (its Pods are not evicted)",
-    Hold.SAFE_TO_EVICT: "safe-to-evict={safe}",
-    Hold.DO_NOT_DISRUPT: "is annotated karpenter.sh/do-not-disrupt",
-    Hold.SYSTEM_CRITICAL: "is system-critical",
-    Hold.LOCAL_STORAGE: "uses local storage", Hold.PVC: "has a PersistentVolumeClaim"}
-
-
-def _hold_reason(pod: PodInfo, hold: Hold, kind: WorkloadType | None) -> Reason:
-    text = _HOLD_TEXT[hold].format(
-        ns=pod.namespace, kind=kind.value if kind else "workload",
-        safe=pod.annotations.get(names.SAFE_TO_EVICT_ANNOTATION, ""))
-    return Reason(hold.value, f"pod {pod.namespace}/{pod.name} {text}")
-
-
-def _blocker(pod: PodInfo, member: Member, scope: _Scope, pdbs: Sequence[PdbInfo],
-             tolerates: bool) -> Reason | None:
-    """Why this Pod of the scope's policy keeps its node; None when the policy's descheduler
-    can evict it. Whatever the rendered descheduler config would not evict blocks.
-    ``tolerates``: whether the Pod tolerates the drain taint. Run for every Pod: the text of
-    a reason is built only once there is one."""
-    d = scope.policy.descheduler
-    hold = eviction_hold(pod, member.kind, d.default_evictor)
-    if hold is not None:
-        return _hold_reason(pod, hold, member.kind)
-    if member.suppressed:
-        return Reason("suppressed", f"{_who(pod)} belongs to a suppressed workload")
-    for pdb in pdbs:
-        if pdb.covers(pod) and pdb.disruptions_allowed <= 0:
-            return Reason("pdb", f"pdb {pdb.namespace}/{pdb.name} allows 0 disruptions")
-    selector = d.default_evictor.label_selector
-    if selector.requirements and not selector.matches(pod.labels):
-        return Reason("evictor_selector", f"{_who(pod)} is outside the policy's "
-                      "descheduler.defaultEvictor.labelSelector")
-    if tolerates:
-        return Reason("tolerates_drain", f"{_who(pod)} tolerates the drain taint")
-    if not scope.evicts:
-        return Reason("no_evictions", f"{_who(pod)}: the policy's descheduler may evict 0 "
-                      "Pods per run")
-    if pod.placement.unsimulated:
-        return Reason("not_simulated",
-                      f"{_who(pod)}: {pod.placement.unsimulated} is not simulated")
-    return None
-
-
-def _who(pod: PodInfo) -> str:
-    return f"pod {pod.namespace}/{pod.name}"
-
-
-def _site(node: SimNode, scopes: Mapping[str, _Scope],
+def _site(node: SimNode, scopes: Mapping[str, Scope],
           members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
           tolerant: dict[int, bool]) -> _Site:
-    """``tolerant``: whether a placement tolerates the drain taint, by its identity, filled
-    as placements are met. The snapshot shares one Placement among the Pods with the same
+    """``tolerant``: whether a Pod's constraints tolerate the drain taint, by its identity, filled
+    as they are met. The snapshot shares one Constraints among the Pods with the same
     constraints, and every Pod outlives the plan (so no id is reused while it runs)."""
     site = _Site(node)
     for pod in node.pods:
@@ -248,14 +124,14 @@ def _site(node: SimNode, scopes: Mapping[str, _Scope],
             site.blockers.append(
                 _hold_reason(pod, hold, None) if hold in (Hold.PROTECTED_NAMESPACE,
                                                           Hold.BARE_POD) else
-                Reason("no_policy", f"pod {pod.namespace}/{pod.name} belongs to no "
+                Reason(Code.NO_POLICY, f"pod {pod.namespace}/{pod.name} belongs to no "
                        "compaction policy (Compactor never evicts it)"))
             continue
         assert member is not None and member.policy is not None
-        tolerates = tolerant.get(id(pod.placement))
+        tolerates = tolerant.get(id(pod.constraints))
         if tolerates is None:
-            tolerates = tolerant[id(pod.placement)] = tolerates_drain(pod.placement.tolerations)
-        reason = _blocker(pod, member, scope, pdbs, tolerates)
+            tolerates = tolerant[id(pod.constraints)] = tolerates_drain(pod.constraints.tolerations)
+        reason = blocker(pod, member, scope, pdbs, tolerates)
         # Scopes are keyed by policy id: the member's policy is its scope's id.
         site.stakeholders.add(member.policy)
         if reason is not None:
@@ -267,11 +143,11 @@ def _site(node: SimNode, scopes: Mapping[str, _Scope],
     return site
 
 
-def _governing(site: _Site, scopes: Mapping[str, _Scope]) -> list[_Scope]:
+def _governing(site: _Site, scopes: Mapping[str, Scope]) -> list[Scope]:
     return [scopes[p] for p in _governing_ids(site, scopes)]
 
 
-def _governing_ids(site: _Site, scopes: Mapping[str, _Scope]) -> list[str]:
+def _governing_ids(site: _Site, scopes: Mapping[str, Scope]) -> list[str]:
     """The policies that judge the node as a source, by id (in order): those with Pods on
     it, or, where no policy has any, those whose pool holds it."""
     if site.stakeholders:
@@ -279,34 +155,34 @@ def _governing_ids(site: _Site, scopes: Mapping[str, _Scope]) -> list[str]:
     return sorted(p for p, s in scopes.items() if site.name in s.nodes)
 
 
-def _gates(site: _Site, governing: Sequence[_Scope]) -> list[Reason]:
+def _gates(site: _Site, governing: Sequence[Scope]) -> list[Reason]:
     """Why a node is no candidate at all, whatever its Pods."""
     info = site.node.info
     reasons = []
     if not info.ready or info.unschedulable:
-        reasons.append(Reason("not_ready", "node is not ready or is cordoned"))
+        reasons.append(Reason(Code.NOT_READY, "node is not ready or is cordoned"))
     if leaving(info):
-        reasons.append(Reason("leaving", "node is being removed by an autoscaler"))
+        reasons.append(Reason(Code.LEAVING, "node is being removed by an autoscaler"))
     u = utilization(site.node)
     for scope in governing:
         prefix = f"policy {scope.policy.id}: " if len(governing) > 1 else ""
         hnu = scope.policy.descheduler.high_node_utilization
         if site.name not in scope.nodes:
-            reasons.append(Reason("outside_pool",
+            reasons.append(Reason(Code.OUTSIDE_POOL,
                                   f"{prefix}node is outside the policy's node pool"))
         elif not is_underutilized(u, hnu.thresholds):
             t = hnu.thresholds
-            reasons.append(Reason("above_thresholds", (
+            reasons.append(Reason(Code.ABOVE_THRESHOLDS, (
                 f"{prefix}above the thresholds (cpu {u.cpu:.0f}%/{t.cpu:g}%, memory "
                 f"{u.memory:.0f}%/{t.memory:g}%, pods {u.pods:.0f}%/{t.pods:g}%)")))
         elif not scope.gate[0]:
-            reasons.append(Reason("number_of_nodes", (
+            reasons.append(Reason(Code.NUMBER_OF_NODES, (
                 f"{prefix}only {scope.gate[1]} underutilized nodes; numberOfNodes is "
                 f"{hnu.number_of_nodes}")))
     return reasons
 
 
-def _passengers(site: _Site, scopes: Mapping[str, _Scope], governing: Sequence[_Scope]
+def _passengers(site: _Site, scopes: Mapping[str, Scope], governing: Sequence[Scope]
                 ) -> list[tuple[PodInfo, LabelSelector]]:
     """Every Pod that must leave the node, with the pool it may go to: its policy's; for a
     placeholder, the pool of the first policy judging the node."""
@@ -366,13 +242,13 @@ def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterabl
         stopped = next((s for s in governing if not s.policy.descheduler.enabled), None)
         outside = next((s for s in governing if name not in s.nodes), None)
         reason = (
-            Reason("timed_out", f"the drain did not finish within {drain_timeout}")
+            Reason(Code.TIMED_OUT, f"the drain did not finish within {drain_timeout}")
             if started is not None and now - started > drain_timeout
             else site.blockers[0] if site.blockers
-            else Reason("leaving", "node is being removed by an autoscaler")
+            else Reason(Code.LEAVING, "node is being removed by an autoscaler")
             if leaving(site.node.info)
-            else Reason("left_pool", "node left the policy's node pool") if outside
-            else Reason("descheduler_disabled", f"policy {stopped.policy.id}'s descheduler "
+            else Reason(Code.LEFT_POOL, "node left the policy's node pool") if outside
+            else Reason(Code.DESCHEDULER_DISABLED, f"policy {stopped.policy.id}'s descheduler "
                         "is disabled") if stopped
             else cluster.move(_passengers(site, scopes, governing), name))
         if reason is None:
@@ -387,7 +263,7 @@ def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterabl
             continue
         if site.name in cluster.received:  # what else holds it is worth knowing too
             out.unremovable[site.name] = [*site.blockers, Reason(
-                "destination", "takes Pods of the nodes planned to drain first")]
+                Code.DESTINATION, "takes Pods of the nodes planned to drain first")]
             continue
         governing = _governing(site, scopes)
         reasons = site.blockers + _gates(site, governing)
@@ -405,13 +281,13 @@ def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterabl
     return _per_policy(scopes, sites, tainted, out, cluster)
 
 
-def _may_start(scope: _Scope, paused: frozenset[str], budget: Counter[str]) -> bool:
+def _may_start(scope: Scope, paused: frozenset[str], budget: Counter[str]) -> bool:
     d = scope.policy.descheduler
     return d.enabled and scope.policy.id not in paused and budget[scope.policy.id] < \
         d.max_draining_nodes
 
 
-def _per_policy(scopes: Mapping[str, _Scope], sites: Mapping[str, _Site],
+def _per_policy(scopes: Mapping[str, Scope], sites: Mapping[str, _Site],
                 tainted: Mapping[str, Taint], out: _Outcome, cluster: Cluster
                 ) -> list[DrainPlan]:
     """The plan split per policy. What policies share (a pool's nodes in use, the sorted

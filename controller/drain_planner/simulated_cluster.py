@@ -18,27 +18,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from compaction import quantity
 from compaction.quantity import format_milli
 from compaction.safety import is_placeholder
 from compaction.selector import LabelSelector
 from compaction.utilization import Utilization
+from controller.drain_planner.reasons import Code, Reason
+from controller.drain_planner.scoring import most_allocated
 from controller.drain_planner.taint import drain_owner
-from controller.snapshot.constraints import UNCONSTRAINED, most_allocated, tolerated
-from controller.snapshot.snapshot import NodeInfo, PodInfo
+from controller.snapshot.constraints import UNCONSTRAINED, tolerated
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pod import PodInfo
 
 # Taints of nodes another autoscaler is removing: never a destination, never a candidate.
 LEAVING_TAINTS: Final = frozenset({
     "ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler",
     "karpenter.sh/disrupted", "karpenter.sh/disruption"})
-_POD: Final = 1000  # one Pod, in the milli-units of allocatable "pods"
-
-
-@dataclass(frozen=True)
-class Reason:
-    """Why a node cannot be freed: ``code`` for metrics, ``text`` for a person."""
-
-    code: str
-    text: str
 
 
 @dataclass(eq=False)
@@ -92,7 +87,7 @@ def leaving(node: NodeInfo) -> bool:
 def needs_of(pod: PodInfo) -> dict[str, int]:
     """What ``pod`` takes of a node: its requests and one Pod."""
     needs = dict(pod.requests)
-    needs["pods"] = needs.get("pods", 0) + _POD
+    needs["pods"] = needs.get("pods", 0) + quantity.UNIT
     return needs
 
 
@@ -178,7 +173,7 @@ class Cluster:
         for r, amount in needs.items():
             node.free[r] = node.free.get(r, 0) - amount
         node.pods.append(pod)
-        if pod.placement.anti_affinity:
+        if pod.constraints.anti_affinity:
             node.repels += 1
         node.hosts += _keeps_in_use(pod)
 
@@ -188,7 +183,7 @@ class Cluster:
             node.free[r] = node.free.get(r, 0) + amount
         node.rescore()
         node.pods.remove(pod)
-        if pod.placement.anti_affinity:
+        if pod.constraints.anti_affinity:
             node.repels -= 1
         node.hosts -= _keeps_in_use(pod)
 
@@ -212,27 +207,27 @@ class Cluster:
         for r, amount in needs.items():
             if amount > 0 and node.free.get(r, 0) < amount:
                 return False
-        placement = pod.placement
-        if placement is not UNCONSTRAINED:
+        constraints = pod.constraints
+        if constraints is not UNCONSTRAINED:
             # Most Pods have tolerations only (the API server's defaults): nothing to admit.
-            if (placement.node_selector or placement.terms) and \
-                    not placement.admits(node.info.name, node.info.labels):
+            if (constraints.node_selector or constraints.terms) and \
+                    not constraints.admits(node.info.name, node.info.labels):
                 return False
-            if node.hard_taints and tolerated(node.info.taints, placement.tolerations):
+            if node.hard_taints and tolerated(node.info.taints, constraints.tolerations):
                 return False
         elif node.hard_taints:
             return False
-        return not (node.repels or placement.anti_affinity) or not self._repelled(pod, node)
+        return not (node.repels or constraints.anti_affinity) or not self._repelled(pod, node)
 
     @staticmethod
     def _repelled(pod: PodInfo, node: SimNode) -> bool:
         """Required anti-affinity on the hostname, both ways."""
         for other in node.pods:
             if any(t.selects(pod.namespace, other.namespace, other.labels)
-                   for t in pod.placement.anti_affinity):
+                   for t in pod.constraints.anti_affinity):
                 return True
             if any(t.selects(other.namespace, pod.namespace, pod.labels)
-                   for t in other.placement.anti_affinity):
+                   for t in other.constraints.anti_affinity):
                 return True
         return False
 
@@ -242,7 +237,7 @@ class Cluster:
         ``ordered`` holds the destinations, most allocated first; ``skip`` is none of them.
         A Pod without constraints takes the first that fits: scanning stops there, so a move
         reads only the head of its pool's destinations."""
-        if pod.placement is UNCONSTRAINED or pod.placement.tolerations_only:
+        if pod.constraints is UNCONSTRAINED or pod.constraints.tolerations_only:
             return next((n for n in ordered if n is not skip and self.fits(pod, needs, n)),
                         None)
         best: tuple[float, str] | None = None
@@ -261,15 +256,15 @@ class Cluster:
         """Why ``pod`` fits no destination, for a person: the first resource short everywhere
         it could go, or its constraints."""
         admitting = [n for n in self.destinations(exclude, pool)
-                     if pod.placement.admits(n.info.name, n.info.labels)
-                     and tolerated(n.info.taints, pod.placement.tolerations) is None]
+                     if pod.constraints.admits(n.info.name, n.info.labels)
+                     and tolerated(n.info.taints, pod.constraints.tolerations) is None]
         if not admitting:
             return "no other node in use admits it (pool, nodeSelector, affinity or taints)"
         for resource, amount in sorted(needs_of(pod).items()):
             if amount > 0 and all(n.free.get(resource, 0) < amount for n in admitting):
                 return "room for 1 more Pod" if resource == "pods" else \
                     f"{resource} {format_milli(resource, amount)}"
-        if pod.placement.anti_affinity or any(n.repels for n in admitting):
+        if pod.constraints.anti_affinity or any(n.repels for n in admitting):
             return "required anti-affinity on the hostname"
         return "no node has room for all it requests at once"
 
@@ -291,7 +286,7 @@ class Cluster:
             target = self.place(pod, needs, orders[id(pool)], skip)
             if target is None:
                 # Judged before the undo: the room its siblings took is what it lacks.
-                reason = Reason("does_not_fit", f"pod {pod.namespace}/{pod.name} does not "
+                reason = Reason(Code.DOES_NOT_FIT, f"pod {pod.namespace}/{pod.name} does not "
                                 f"fit elsewhere: {self.shortfall(pod, source, pool)}")
                 self._undo(placed)
                 return reason

@@ -17,7 +17,7 @@ from typing import Any
 from compaction import names
 from controller.snapshot.constraints import Effect, Taint, Toleration
 from controller.snapshot.fields import format_time
-from controller.snapshot.snapshot import NodeInfo
+from controller.snapshot.node import NodeInfo
 
 
 def drain_taint(policy: str, since: datetime.datetime) -> Taint:

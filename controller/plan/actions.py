@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from compaction import kinds
 from compaction.problem import Problem
+from controller.drain_planner.drain_plan import DrainPlan
 from controller.drain_planner.memo import DrainMemo
-from controller.drain_planner.planner import DrainPlan
 
 
 class Target(StrEnum):

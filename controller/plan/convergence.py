@@ -26,7 +26,7 @@ from compaction.safety import Hold, eviction_hold
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
 from controller.snapshot.fields import format_time, parse_time
-from controller.snapshot.snapshot import PodInfo
+from controller.snapshot.pod import PodInfo
 
 
 def observed_state(pod: PodInfo) -> dict[str, Any]:

@@ -31,7 +31,8 @@ from controller.components import descheduler
 from controller.components import scheduler as scheduler_manifests
 from controller.components.pod_settings import RuntimeSettings, scheduler_image
 from controller.drain_planner import memo as drain_memo
-from controller.drain_planner.planner import DRAIN_TIMEOUT, DrainPlan, Member, plan_drains
+from controller.drain_planner.drain_plan import DRAIN_TIMEOUT, DrainPlan, Member
+from controller.drain_planner.planner import plan_drains
 from controller.plan import last_valid_spec, resources, runtime_hook, scheduler_routing
 from controller.plan.actions import (
     Action,
@@ -60,17 +61,14 @@ from controller.plan.status import (
 from controller.plan.taint_life import plan_taints
 from controller.plan.workload_metadata import intent_of, workload_patch
 from controller.snapshot.fields import format_time
-from controller.snapshot.snapshot import (
-    EvaluationObject,
-    NodeInfo,
-    OwnerInfo,
-    OwnObject,
-    PdbInfo,
-    PodInfo,
-    PolicyObject,
-    Snapshot,
-)
-from controller.snapshot.workload import WorkloadObject
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.owned import OwnedInfo
+from controller.snapshot.owner import OwnerInfo
+from controller.snapshot.pdb import PdbInfo
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.policies import EvaluationInfo, PolicyInfo
+from controller.snapshot.snapshot import Snapshot
+from controller.snapshot.workload import WorkloadInfo
 
 WorkloadKey = tuple[str, str, str]
 
@@ -113,7 +111,7 @@ class _Decided:
     evaluation: Evaluation
     health: SchedulerHealth
     composed: Mapping[WorkloadKey, Composition]
-    workloads: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]]
+    workloads: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]]
     members: Mapping[tuple[str, str], _Membership]
     blocked: Mapping[str, int]  # resource plans found blocked now, by reason
     observed: Mapping[str, set[str]]
@@ -211,10 +209,10 @@ def drain_plans(snapshot: Snapshot, settings: PlanSettings,
 # --- workloads ----------------------------------------------------------------------
 
 
-def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
+def _workloads(workloads: Iterable[WorkloadInfo], active: list[Policy],
                evaluation: Evaluation, composed: Mapping[WorkloadKey, Composition],
-               up: bool, out: _Pass) -> dict[WorkloadKey, tuple[WorkloadObject, Policy | None]]:
-    decided: dict[WorkloadKey, tuple[WorkloadObject, Policy | None]] = {}
+               up: bool, out: _Pass) -> dict[WorkloadKey, tuple[WorkloadInfo, Policy | None]]:
+    decided: dict[WorkloadKey, tuple[WorkloadInfo, Policy | None]] = {}
     for w in workloads:
         selection = select(active, w.view, evaluation)
         policy = selection.winner
@@ -238,7 +236,7 @@ def _workloads(workloads: Iterable[WorkloadObject], active: list[Policy],
     return decided
 
 
-def _wanted_annotations(w: WorkloadObject, policy: Policy | None,
+def _wanted_annotations(w: WorkloadInfo, policy: Policy | None,
                         plan: str | None, up: bool) -> dict[str, str]:
     """The workload's annotations once this pass has patched it."""
     wanted = dict(w.annotations)
@@ -253,7 +251,7 @@ def _wanted_annotations(w: WorkloadObject, policy: Policy | None,
 
 
 def _stale_copies(index: OwnerIndex,
-                  decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
+                  decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
                   composed: Mapping[WorkloadKey, Composition], up: bool, out: _Pass) -> None:
     """Our annotations on ReplicaSets (and a CronJob's Jobs) that their workload no longer
     carries are removed, so that ``kubectl`` shows the truth there too."""
@@ -274,7 +272,7 @@ def _stale_copies(index: OwnerIndex,
 class _Membership:
     """A Pod's workload, as this pass decided it."""
 
-    workload: WorkloadObject
+    workload: WorkloadInfo
     policy: Policy | None
 
     @functools.cached_property
@@ -285,7 +283,7 @@ class _Membership:
 
 
 def _membership(pods: Iterable[PodInfo], index: OwnerIndex,
-                decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]]
+                decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]]
                 ) -> dict[tuple[str, str], _Membership]:
     out: dict[tuple[str, str], _Membership] = {}
     by_owner: dict[tuple[str, tuple[str, str] | None], _Membership | None] = {}
@@ -350,7 +348,7 @@ def _converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], _Memb
     return out
 
 
-def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadObject, Policy | None]],
+def _runtime_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
                   members: Mapping[tuple[str, str], _Membership],
                   node_labels: Mapping[str, Mapping[str, str]],
                   pools: Mapping[str, LabelSelector], pods: Iterable[PodInfo],
@@ -388,7 +386,7 @@ def digest(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def _apply(path: str, body: Mapping[str, Any], present: OwnObject | None, memory: Memory,
+def _apply(path: str, body: Mapping[str, Any], present: OwnedInfo | None, memory: Memory,
            out: _Pass) -> None:
     """Apply unless this very body was applied and nobody changed the object since."""
     d = digest(body)
@@ -397,7 +395,7 @@ def _apply(path: str, body: Mapping[str, Any], present: OwnObject | None, memory
     out.actions.append(Apply(path, body, d))
 
 
-def _own(snapshot: Snapshot) -> dict[tuple[str, str], OwnObject]:
+def _own(snapshot: Snapshot) -> dict[tuple[str, str], OwnedInfo]:
     return {(o.kind, o.name): o for o in snapshot.own}
 
 
@@ -517,7 +515,7 @@ def _plan_status(d: DrainPlan) -> dict[str, Any]:
                             for u in (*d.abandoned, *d.unremovable)][:50]}
 
 
-def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int],
+def _status(policies: Iterable[PolicyInfo], managed: Mapping[str, int],
             health: SchedulerHealth, settings: PlanSettings,
             pools: Mapping[str, int], drains: Mapping[str, DrainPlan],
             failed_runs: Mapping[str, OwnerInfo], memory: Memory,
@@ -550,7 +548,7 @@ def _status(policies: Iterable[PolicyObject], managed: Mapping[str, int],
             out.actions.append(WriteStatus(obj.status_path, body))
 
 
-def _evaluation(present: EvaluationObject | None, settings: PlanSettings,
+def _evaluation(present: EvaluationInfo | None, settings: PlanSettings,
                 now: datetime.datetime, out: _Pass) -> None:
     """The default PolicyEvaluation while none exists (created, never overwritten), and the
     status of the one that does: its types, known and unknown, and whether it is valid."""

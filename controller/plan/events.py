@@ -6,12 +6,12 @@ from typing import Final, Literal
 
 from compaction import kinds
 from controller.plan.actions import RecordEvent
-from controller.snapshot.workload import WorkloadObject
+from controller.snapshot.workload import WorkloadInfo
 
 COMPONENT: Final = "compactor-controller"
 
 
-def workload_event(workload: WorkloadObject, reason: str, message: str,
+def workload_event(workload: WorkloadInfo, reason: str, message: str,
                    kind: Literal["Normal", "Warning"] = "Normal") -> RecordEvent:
     view = workload.view
     return RecordEvent(view.namespace, {

@@ -3,7 +3,7 @@
 A bad edit must never tear down what a policy set up: its labels, scheduler and descheduler
 would go with a policy that stopped acting. So while a policy is valid its status keeps its
 spec as the last valid one (with its generation); once an edit makes it invalid, the reader
-parses that kept spec back (``PolicyObject.acting``), the pass acts on it, and this says so:
+parses that kept spec back (``PolicyInfo.acting``), the pass acts on it, and this says so:
 the ``Valid`` condition names the kept generation, and an Event goes out once per bad
 generation.
 """
@@ -17,10 +17,10 @@ from controller.plan.actions import Action
 from controller.plan.between_passes import Memory
 from controller.plan.events import namespaced_event
 from controller.plan.status import Condition, kept_conditions
-from controller.snapshot.snapshot import LAST_VALID_GENERATION, LAST_VALID_SPEC, PolicyObject
+from controller.snapshot.policies import LAST_VALID_GENERATION, LAST_VALID_SPEC, PolicyInfo
 
 
-def status_fields(obj: PolicyObject) -> dict[str, Any]:
+def status_fields(obj: PolicyInfo) -> dict[str, Any]:
     """The status fields that keep the last valid spec: this spec while it is valid, else
     the one kept."""
     valid = obj.policy is not None
@@ -28,7 +28,7 @@ def status_fields(obj: PolicyObject) -> dict[str, Any]:
             LAST_VALID_GENERATION: obj.generation if valid else obj.last_valid_generation}
 
 
-def kept(obj: PolicyObject, memory: Memory, now: datetime.datetime
+def kept(obj: PolicyInfo, memory: Memory, now: datetime.datetime
          ) -> tuple[Condition, list[Action]]:
     """For a policy acting on its last valid spec: its ``Valid`` condition, and the Event
     about this bad generation unless one went out recently."""

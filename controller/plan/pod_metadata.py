@@ -12,7 +12,8 @@ from compaction.ownership import MAX_DEPTH, is_intermediate, workload_index
 from compaction.safety import do_not_disrupt, is_placeholder, unsafe_to_evict
 from controller.drain_planner.taint import tolerates_drain
 from controller.plan.metadata_patch import metadata_patch
-from controller.snapshot.snapshot import OwnerInfo, OwnerKey, PodInfo
+from controller.snapshot.owner import OwnerInfo, OwnerKey
+from controller.snapshot.pod import PodInfo
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def is_protected(pod: PodInfo) -> bool:
     Pods that tolerate the drain taint (the taint plugin never evicts them, so no other
     plugin of the profile may either: their node is never drained)."""
     return unsafe_to_evict(pod.annotations) or do_not_disrupt(pod.annotations) or \
-        tolerates_drain(pod.placement.tolerations)
+        tolerates_drain(pod.constraints.tolerations)
 
 
 def pod_patch(pod: PodInfo, intent: Intent | None, suppressed: bool,

@@ -24,8 +24,10 @@ from controller.plan.between_passes import Memory
 from controller.plan.events import workload_event
 from controller.plan.status import Condition, render_conditions, same_status
 from controller.snapshot.fields import format_time
-from controller.snapshot.snapshot import PodInfo, Snapshot, StaticPolicyObject
-from controller.snapshot.workload import WorkloadObject
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.policies import StaticPolicyInfo
+from controller.snapshot.snapshot import Snapshot
+from controller.snapshot.workload import WorkloadInfo
 
 WorkloadKey = tuple[str, str, str]
 
@@ -57,7 +59,7 @@ class Blocking:
     newly: Mapping[str, int] = field(default_factory=dict)  # reason -> workloads, this pass
 
 
-def blocked_events(workloads: Iterable[WorkloadObject],
+def blocked_events(workloads: Iterable[WorkloadInfo],
                    composed: Mapping[WorkloadKey, Composition], memory: Memory,
                    now: datetime.datetime) -> Blocking:
     """A Warning Event on each workload whose plan is blocked, once per distinct block
@@ -83,7 +85,7 @@ def _never_resized(pod: PodInfo) -> bool:
     return is_placeholder(pod.priority) or opted_out(pod.labels)
 
 
-def static_status(objects: Iterable[StaticPolicyObject],
+def static_status(objects: Iterable[StaticPolicyInfo],
                   composed: Mapping[WorkloadKey, Composition],
                   pods: Iterable[tuple[PodInfo, WorkloadKey]],
                   now: datetime.datetime) -> list[WriteStatus]:

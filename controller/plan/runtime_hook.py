@@ -29,15 +29,15 @@ from controller.plan.convergence import (
 )
 from controller.plan.events import workload_event
 from controller.snapshot.fields import format_time
-from controller.snapshot.snapshot import PodInfo
-from controller.snapshot.workload import WorkloadObject
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.workload import WorkloadInfo
 
 # Longer than the webhook's owner-cache TTL (30 s by default): a Pod admitted sooner after
 # the intent changed may have been judged on the old one, and would look like a loop.
 INTENT_GRACE: Final = datetime.timedelta(seconds=35)
 
 
-def settled(workload: WorkloadObject, pods: Sequence[PodInfo]) -> bool:
+def settled(workload: WorkloadInfo, pods: Sequence[PodInfo]) -> bool:
     """Back at full strength: nothing pending or terminating, enough Ready Pods."""
     if any(p.deleting or not p.ready for p in pods):
         return False
@@ -52,7 +52,7 @@ class HookDecision:
     skipped: int = 0  # Pods it would replace but may not (a skip rule holds)
 
 
-def _save(workload: WorkloadObject, state: ConvergenceState,
+def _save(workload: WorkloadInfo, state: ConvergenceState,
           suppressed: bool | None = None, then: tuple[Action, ...] = ()) -> Patch:
     meta: dict[str, object] = {"annotations": {names.CONVERGENCE_ANNOTATION: state.render()}}
     if suppressed is not None:
@@ -60,7 +60,7 @@ def _save(workload: WorkloadObject, state: ConvergenceState,
     return Patch(workload.path, {"metadata": meta}, Target.STATE, then=then)
 
 
-def forget(workload: WorkloadObject) -> Patch | None:
+def forget(workload: WorkloadInfo) -> Patch | None:
     """No policy manages the workload any more: drop suppression and loop state."""
     if not workload.suppressed and names.CONVERGENCE_ANNOTATION not in workload.annotations:
         return None
@@ -69,7 +69,7 @@ def forget(workload: WorkloadObject) -> Patch | None:
         "annotations": {names.CONVERGENCE_ANNOTATION: None}}}, Target.STATE)
 
 
-def decide(workload: WorkloadObject, policy: Policy, pods: Sequence[PodInfo],
+def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
            nodes: Mapping[str, Mapping[str, str]], node_selector: LabelSelector,
            memory: Memory, now: datetime.datetime,
            intent_grace: datetime.timedelta = INTENT_GRACE,

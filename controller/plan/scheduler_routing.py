@@ -25,15 +25,14 @@ from typing import Final, Protocol
 
 from compaction import names
 from compaction.safety import EVICTABLE_KINDS
+from controller.components.scheduler import POD_SELECTOR
 from controller.plan.actions import Action, Evict, EvictPurpose
 from controller.plan.events import namespaced_event, workload_event
 from controller.snapshot.fields import format_time
-from controller.snapshot.snapshot import OwnObject, PodInfo, PolicyObject
-from controller.snapshot.workload import WorkloadObject
-
-# The labels of the compaction scheduler's Pods (controller.components.scheduler).
-POD_LABELS: Final = {"app.kubernetes.io/name": "compactor",
-                     "app.kubernetes.io/component": "scheduler"}
+from controller.snapshot.owned import OwnedInfo
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.policies import PolicyInfo
+from controller.snapshot.workload import WorkloadInfo
 
 DOWN_AFTER: Final = datetime.timedelta(seconds=30)
 RECOVERY: Final = datetime.timedelta(seconds=60)
@@ -86,11 +85,11 @@ def pod_cause(pods: Iterable[PodInfo], namespace: str) -> str:
     running and would say nothing otherwise."""
     stuck = sorted((p.name, p.waiting) for p in pods
                    if p.namespace == namespace and p.waiting and not p.deleting
-                   and all(p.labels.get(k) == v for k, v in POD_LABELS.items()))
+                   and all(p.labels.get(k) == v for k, v in POD_SELECTOR.items()))
     return f"Pod {stuck[0][0]} cannot start: {stuck[0][1]}" if stuck else ""
 
 
-def judge(deployment: OwnObject | None, fell_back: bool, now: datetime.datetime,
+def judge(deployment: OwnedInfo | None, fell_back: bool, now: datetime.datetime,
           down_after: datetime.timedelta = DOWN_AFTER,
           recovery: datetime.timedelta = RECOVERY, cause: str = "") -> SchedulerHealth:
     """``deployment``: the scheduler's, as read (None: not created yet); ``fell_back``:
@@ -99,7 +98,7 @@ def judge(deployment: OwnObject | None, fell_back: bool, now: datetime.datetime,
     return replace(_judge(deployment, fell_back, now, down_after, recovery), cause=cause)
 
 
-def _judge(deployment: OwnObject | None, fell_back: bool, now: datetime.datetime,
+def _judge(deployment: OwnedInfo | None, fell_back: bool, now: datetime.datetime,
            down_after: datetime.timedelta, recovery: datetime.timedelta) -> SchedulerHealth:
     if deployment is None:
         return SchedulerHealth(Routing.UNAVAILABLE if fell_back else Routing.STARTING)
@@ -115,7 +114,7 @@ def _judge(deployment: OwnObject | None, fell_back: bool, now: datetime.datetime
     return SchedulerHealth(Routing.STARTING, since)
 
 
-def fell_back(policies: Iterable[PolicyObject]) -> bool:
+def fell_back(policies: Iterable[PolicyInfo]) -> bool:
     """Whether the last pass sent new Pods elsewhere, read from the status it wrote (so a
     restart changes nothing)."""
     return any(
@@ -124,7 +123,7 @@ def fell_back(policies: Iterable[PolicyObject]) -> bool:
         if isinstance(c, Mapping))
 
 
-def assess(policies: Iterable[PolicyObject], deployment: OwnObject | None, managed: bool,
+def assess(policies: Iterable[PolicyInfo], deployment: OwnedInfo | None, managed: bool,
            pods: Iterable[PodInfo], namespace: str, now: datetime.datetime,
            down_after: datetime.timedelta, recovery: datetime.timedelta
            ) -> tuple[SchedulerHealth, bool]:
@@ -154,7 +153,7 @@ class Membership(Protocol):
     """A Pod's workload, as the pass decided it."""
 
     @property
-    def workload(self) -> WorkloadObject: ...
+    def workload(self) -> WorkloadInfo: ...
 
 
 def stranded(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],

@@ -13,7 +13,7 @@ from compaction.policy import Policy, SchedulerMode
 from compaction.problem import Problem
 from controller.plan.scheduler_routing import Routing, SchedulerHealth
 from controller.snapshot.fields import format_time
-from controller.snapshot.snapshot import OwnerInfo
+from controller.snapshot.owner import OwnerInfo
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from typing import Literal
 
 from compaction import kinds, names
 from compaction.policy import Policy
-from controller.drain_planner.planner import DrainPlan
+from controller.drain_planner.drain_plan import DrainPlan
 from controller.drain_planner.taint import drain_owner, drain_taint, taint_patch
 from controller.plan.actions import Action, Patch, Target
 from controller.plan.between_passes import Memory
 from controller.plan.events import cluster_event, namespaced_event
-from controller.snapshot.snapshot import NodeInfo
+from controller.snapshot.node import NodeInfo
 
 
 def plan_taints(nodes: Iterable[NodeInfo], drains: Iterable[DrainPlan],

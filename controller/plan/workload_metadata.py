@@ -11,14 +11,14 @@ from compaction.policy import Policy
 from compaction.precedence import effective_policy
 from compaction.workload import WorkloadType
 from controller.plan.metadata_patch import metadata_patch
-from controller.snapshot.workload import WorkloadObject
+from controller.snapshot.workload import WorkloadInfo
 
 
-def desired_policy(policies: Iterable[Policy], workload: WorkloadObject) -> Policy | None:
+def desired_policy(policies: Iterable[Policy], workload: WorkloadInfo) -> Policy | None:
     return effective_policy(policies, workload.view)
 
 
-def workload_patch(workload: WorkloadObject, intent: Intent | None,
+def workload_patch(workload: WorkloadInfo, intent: Intent | None,
                    resources: str | None = None) -> dict[str, Any] | None:
     """The merge patch that converges the workload's *metadata* (never its pod template): the
     policy label, the intent (its other labels are for its Pods) and the resource plan."""

@@ -37,15 +37,11 @@ from controller.read.sources import (
     own_path,
     sources,
 )
-from controller.snapshot.snapshot import (
-    EvaluationObject,
-    OwnerInfo,
-    PodInfo,
-    PolicyObject,
-    Snapshot,
-    StaticPolicyObject,
-)
-from controller.snapshot.workload import WorkloadObject, list_path
+from controller.snapshot.owner import OwnerInfo
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.policies import EvaluationInfo, PolicyInfo, StaticPolicyInfo
+from controller.snapshot.snapshot import Snapshot
+from controller.snapshot.workload import WorkloadInfo, list_path
 
 __all__ = ["EVALUATIONS", "JOBS", "PODS", "POLICIES", "REPLICA_SETS", "Reader"]
 log = logging.getLogger("compactor.controller")
@@ -62,15 +58,15 @@ class Reader:
         self._missing_paths: set[str] = set()
         self._version: tuple[str, float] = ("", 0.0)
 
-    async def _policies(self) -> list[PolicyObject]:
-        policies: list[PolicyObject] = []
+    async def _policies(self) -> list[PolicyInfo]:
+        policies: list[PolicyInfo] = []
         for path in POLICIES:
             policies += await self._cached(path)
         return policies
 
-    async def _evaluation(self) -> EvaluationObject | None:
+    async def _evaluation(self) -> EvaluationInfo | None:
         """The PolicyEvaluation singleton; an object of another name ranks nothing."""
-        evaluation: EvaluationObject | None = None
+        evaluation: EvaluationInfo | None = None
         for name, found in await self._cached(EVALUATIONS):
             if name == names.EVALUATION_NAME:
                 evaluation = found
@@ -80,7 +76,7 @@ class Reader:
         policies = await self._policies()
         evaluation = await self._evaluation()
         namespaces = dict(await self._cached(NAMESPACES))
-        static: list[StaticPolicyObject] = []
+        static: list[StaticPolicyInfo] = []
         for path in STATIC_POLICIES:
             static += await self._cached(path)
         limit_ranges: dict[str, list[LimitRange]] = {}
@@ -145,8 +141,8 @@ class Reader:
         return out
 
     async def _workloads(self, namespaces: Mapping[str, Mapping[str, str]]
-                         ) -> list[WorkloadObject]:
-        out: list[WorkloadObject] = []
+                         ) -> list[WorkloadInfo]:
+        out: list[WorkloadInfo] = []
         for kind in WorkloadType:
             records = await self._cached(list_path(kind))
             found = [w for _, w in records] if kind is WorkloadType.JOB else records

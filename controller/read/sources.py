@@ -18,21 +18,19 @@ from compaction.limit_range import parse_limit_range
 from compaction.workload import WorkloadType
 from controller.kubeapi.informer import Source
 from controller.snapshot.fields import Obj, meta, str_map
+from controller.snapshot.node import NodeInfo, parse_node
+from controller.snapshot.owned import parse_owned
+from controller.snapshot.owner import OwnerInfo, owner_parser
+from controller.snapshot.pdb import parse_pdb
+from controller.snapshot.pod import parse_pod
 from controller.snapshot.pod_schema import decode_pod_list
-from controller.snapshot.snapshot import (
-    EvaluationObject,
-    NodeInfo,
-    OwnerInfo,
-    owner_parser,
-    parse_evaluation_object,
-    parse_node,
-    parse_own,
-    parse_pdb,
-    parse_pod,
-    parse_policy_object,
-    parse_static_policy_object,
+from controller.snapshot.policies import (
+    EvaluationInfo,
+    parse_evaluation_info,
+    parse_policy_info,
+    parse_static_policy_info,
 )
-from controller.snapshot.workload import WorkloadObject, list_path, workload_object
+from controller.snapshot.workload import WorkloadInfo, list_path, parse_workload
 
 POLICIES: Final = tuple(kinds.kind(k).path() for k in names.POLICY_KINDS)
 STATIC_POLICIES: Final = tuple(kinds.kind(k).path() for k in names.STATIC_POLICY_KINDS)
@@ -47,14 +45,14 @@ OWN_SELECTOR: Final = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_VALUE}"
 _parse_job_owner = owner_parser("Job")
 
 
-def parse_job(obj: Obj) -> tuple[OwnerInfo, WorkloadObject | None]:
+def parse_job(obj: Obj) -> tuple[OwnerInfo, WorkloadInfo | None]:
     """A Job is a step of a CronJob's chain and may be a workload of its own."""
-    return _parse_job_owner(obj), workload_object(WorkloadType.JOB, obj, {})
+    return _parse_job_owner(obj), parse_workload(WorkloadType.JOB, obj, {})
 
 
-def parse_named_evaluation(obj: Obj) -> tuple[str, EvaluationObject]:
+def parse_named_evaluation(obj: Obj) -> tuple[str, EvaluationInfo]:
     """Only the singleton's name counts; the name is kept beside the record."""
-    return str(meta(obj).get("name") or ""), parse_evaluation_object(obj)
+    return str(meta(obj).get("name") or ""), parse_evaluation_info(obj)
 
 
 def parse_namespace(obj: Obj) -> tuple[str, Mapping[str, str]]:
@@ -62,8 +60,8 @@ def parse_namespace(obj: Obj) -> tuple[str, Mapping[str, str]]:
 
 
 def _workload_parser(kind: WorkloadType) -> Any:
-    def parse(obj: Obj) -> WorkloadObject | None:
-        return workload_object(kind, obj, {})  # the namespace's labels are added per pass
+    def parse(obj: Obj) -> WorkloadInfo | None:
+        return parse_workload(kind, obj, {})  # the namespace's labels are added per pass
     return parse
 
 
@@ -88,8 +86,8 @@ def sources(namespace: str) -> dict[str, Source]:
         NODES: Source(parse_node, same=_same_node),
         PDBS: Source(parse_pdb, wakes=False),
         EVALUATIONS: Source(parse_named_evaluation),
-        **{p: Source(parse_policy_object) for p in POLICIES},
-        **{p: Source(parse_static_policy_object) for p in STATIC_POLICIES},
+        **{p: Source(parse_policy_info) for p in POLICIES},
+        **{p: Source(parse_static_policy_info) for p in STATIC_POLICIES},
         LIMIT_RANGES: Source(parse_limit_range),
         **{list_path(k): Source(_workload_parser(k)) for k in WorkloadType
            if k is not WorkloadType.JOB},
@@ -103,5 +101,5 @@ def sources(namespace: str) -> dict[str, Source]:
 
 def _own_parser(kind: str) -> Any:
     def parse(obj: Obj) -> Any:
-        return parse_own(kind, obj)
+        return parse_owned(kind, obj)
     return parse

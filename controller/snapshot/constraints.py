@@ -1,8 +1,7 @@
-"""What kube-scheduler would judge of a Pod on a node, for the planner's simulation. Pure.
+"""A Pod's scheduling constraints as kube-scheduler reads them, for the planner's simulation. Pure.
 
 Taints and tolerations, ``nodeSelector`` and required node affinity, required Pod
-anti-affinity on the hostname, and MostAllocated scoring on requests, as the compaction
-scheduler's profile scores. Constraints the simulation cannot judge (inter-Pod affinity,
+anti-affinity on the hostname. Constraints the simulation cannot judge (inter-Pod affinity,
 anti-affinity on another topology key, hard topology spread) are kept as such, so that the
 planner treats their Pods as unmovable rather than guess.
 """
@@ -108,7 +107,7 @@ class AntiAffinity:
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
+class Constraints:
     """Where a Pod may go, as its spec says."""
 
     node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -135,7 +134,7 @@ class Placement:
 
 # The one record of a Pod that constrains nothing: most Pods share it, and the planner
 # places them by identity without checking.
-UNCONSTRAINED: Final = Placement()
+UNCONSTRAINED: Final = Constraints()
 
 
 def _requirements(raw: Any, field_keys: bool) -> tuple[NodeRequirement, ...]:
@@ -148,7 +147,7 @@ def _requirements(raw: Any, field_keys: bool) -> tuple[NodeRequirement, ...]:
     return tuple(out)
 
 
-def parse_placement(spec: Mapping[str, Any]) -> Placement:
+def parse_constraints(spec: Mapping[str, Any]) -> Constraints:
     affinity = spec.get("affinity") if isinstance(spec.get("affinity"), Mapping) else {}
     assert isinstance(affinity, Mapping)
     node = affinity.get("nodeAffinity") or {}
@@ -181,17 +180,8 @@ def parse_placement(spec: Mapping[str, Any]) -> Placement:
                 "whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
             unsimulated = f"topology spread on {constraint.get('topologyKey')} (DoNotSchedule)"
     selector = spec.get("nodeSelector")
-    placement = Placement(
+    constraints = Constraints(
         {str(k): str(v) for k, v in selector.items()} if isinstance(selector, Mapping) else {},
         terms, tolerations, tuple(anti), unsimulated)
-    return UNCONSTRAINED if placement == UNCONSTRAINED else placement
+    return UNCONSTRAINED if constraints == UNCONSTRAINED else constraints
 
-
-def most_allocated(requested: Mapping[str, int], allocatable: Mapping[str, int]) -> float:
-    """NodeResourcesFit's MostAllocated score on cpu and memory, weight 1 each (0-100)."""
-    scores = []
-    for resource in ("cpu", "memory"):
-        capacity = allocatable.get(resource, 0)
-        if capacity > 0:
-            scores.append(min(requested.get(resource, 0), capacity) * 100 / capacity)
-    return sum(scores) / len(scores) if scores else 0.0

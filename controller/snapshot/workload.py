@@ -51,7 +51,7 @@ def template_containers(kind: WorkloadType, obj: Mapping[str, Any], field: str =
 
 
 @dataclass(frozen=True)
-class WorkloadObject:
+class WorkloadInfo:
     """One workload: the matching view plus what the controller needs to patch it."""
 
     view: Workload
@@ -76,8 +76,8 @@ class WorkloadObject:
         return self.labels.get(names.SUPPRESSED_LABEL) == "true"
 
 
-def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
-                    namespace_labels: Mapping[str, str]) -> WorkloadObject | None:
+def parse_workload(kind: WorkloadType, obj: Mapping[str, Any],
+                    namespace_labels: Mapping[str, str]) -> WorkloadInfo | None:
     """The workload, or None for an object of a workload kind that is only a step of another
     workload's chain (a CronJob's Job): its Pods belong to the workload above it."""
     owner = controller_of(meta_of(obj))
@@ -85,7 +85,7 @@ def workload_object(kind: WorkloadType, obj: Mapping[str, Any],
         return None
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
-    return WorkloadObject(
+    return WorkloadInfo(
         view=Workload(kind=kind, namespace=str(meta.get("namespace", "")),
                       name=str(meta.get("name", "")), labels=labels,
                       template_labels=_template_labels(kind, obj),

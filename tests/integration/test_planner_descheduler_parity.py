@@ -18,7 +18,8 @@ from controller.components.pod_settings import RuntimeSettings
 from controller.plan.convergence import ConvergenceState
 from controller.plan.decide import PlanSettings, plan
 from controller.process.reconciler import Reconciler
-from controller.snapshot.snapshot import PodInfo, Snapshot
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.snapshot import Snapshot
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
 from localcluster.cluster.kube import path, wait_for

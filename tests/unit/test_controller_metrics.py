@@ -4,11 +4,11 @@ per policy and per first reason, and a policy that is gone leaves no series."""
 from __future__ import annotations
 
 from controller.act.metrics import ControllerMetrics
-from controller.drain_planner.planner import DrainPlan, Unremovable
-from controller.drain_planner.simulated_cluster import Reason
+from controller.drain_planner.drain_plan import DrainPlan, Unremovable
+from controller.drain_planner.reasons import Code, Reason
 
-PDB = Reason("pdb", "pdb shop/web allows 0 disruptions")
-FIT = Reason("does_not_fit", "pod shop/x does not fit elsewhere: cpu 600m")
+PDB = Reason(Code.PDB, "pdb shop/web allows 0 disruptions")
+FIT = Reason(Code.DOES_NOT_FIT, "pod shop/x does not fit elsewhere: cpu 600m")
 
 
 def _value(metrics: ControllerMetrics, name: str, **labels: str) -> float | None:

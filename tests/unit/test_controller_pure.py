@@ -15,9 +15,10 @@ from controller.plan.pod_metadata import OwnerIndex, is_protected, pod_patch, st
 from controller.plan.scheduler_routing import Routing, SchedulerHealth
 from controller.plan.status import Condition, policy_conditions, render_conditions
 from controller.plan.workload_metadata import desired_policy, workload_patch
-from controller.snapshot.constraints import Placement, Toleration
-from controller.snapshot.snapshot import OwnerInfo, PodInfo, owner_parser, parse_pod
-from controller.snapshot.workload import WorkloadObject, workload_object
+from controller.snapshot.constraints import Constraints, Toleration
+from controller.snapshot.owner import OwnerInfo, owner_parser
+from controller.snapshot.pod import PodInfo, parse_pod
+from controller.snapshot.workload import WorkloadInfo, parse_workload
 
 POLICY = parse_policy({"metadata": {"name": "p"}, "spec": {}})
 INTENT = intent_for(POLICY, WorkloadType.DEPLOYMENT)
@@ -32,8 +33,8 @@ def _deploy(labels: dict[str, str] | None = None, annotations: dict[str, str] | 
             "spec": {"template": {"metadata": {"labels": {"app": "web"}}}}}
 
 
-def _workload(kind: WorkloadType, obj: dict[str, Any]) -> WorkloadObject:
-    w = workload_object(kind, obj, {})
+def _workload(kind: WorkloadType, obj: dict[str, Any]) -> WorkloadInfo:
+    w = parse_workload(kind, obj, {})
     assert w is not None
     return w
 
@@ -62,7 +63,7 @@ OWNED_JOBS = [("CronJob", False), ("AnalysisRun", False), ("Workflow", True), (N
 def test_a_job_is_a_workload_unless_a_cronjob_or_analysisrun_made_it(
         owner: str | None, is_one: bool) -> None:
     refs = [{"kind": owner, "name": "c", "controller": True}] if owner else []
-    job = workload_object(WorkloadType.JOB, _deploy(owners=refs), {})
+    job = parse_workload(WorkloadType.JOB, _deploy(owners=refs), {})
     assert (job is not None) is is_one
     if job is not None:
         # workloadTypes: [Job] covers it; a CronJob's Job is covered by the CronJob only.
@@ -138,7 +139,7 @@ def test_a_pod_tolerating_the_drain_taint_is_protected(toleration: Toleration,
                                                        protected: bool) -> None:
     # RemovePodsViolatingNodeTaints never evicts it, so HighNodeUtilization (which reads no
     # tolerations) may not either: the label keeps both away, and its node is never drained.
-    pod = replace(_pod(), placement=Placement(tolerations=(toleration,)))
+    pod = replace(_pod(), constraints=Constraints(tolerations=(toleration,)))
     assert is_protected(pod) is protected
 
 

@@ -19,7 +19,7 @@ from controller.plan.convergence import (
     is_replacement,
     skip_reason,
 )
-from controller.snapshot.snapshot import PodInfo, parse_pod
+from controller.snapshot.pod import PodInfo, parse_pod
 
 POLICY = parse_policy({"metadata": {"name": "p"}, "spec": {"setLabelsByEviction": True}})
 INTENT = intent_for(POLICY, WorkloadType.DEPLOYMENT)

@@ -14,7 +14,8 @@ from controller.components.descheduler import failed_run
 from controller.plan.actions import RecordEvent, WriteStatus
 from controller.plan.between_passes import Memory
 from controller.plan.decide import plan
-from controller.snapshot.snapshot import OwnerInfo, owner_parser, parse_pod
+from controller.snapshot.owner import OwnerInfo, owner_parser
+from controller.snapshot.pod import parse_pod
 from tests.unit.test_plan import NOW, RS, SETTINGS, _deploy, _policy, _snapshot
 
 NS = "compactor-system"

@@ -14,9 +14,11 @@ from compaction.policy import Policy
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
-from controller.drain_planner.planner import DrainPlan, Member, plan_drains
+from controller.drain_planner.drain_plan import DrainPlan, Member
+from controller.drain_planner.planner import plan_drains
 from controller.snapshot.constraints import Taint
-from controller.snapshot.snapshot import NodeInfo, PodInfo
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pod import PodInfo
 from tests.unit.test_planner import NOW, node, pod
 
 ALL = LabelSelector()

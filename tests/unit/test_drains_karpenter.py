@@ -9,10 +9,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from controller.drain_planner.planner import DrainPlan
+from controller.drain_planner.drain_plan import DrainPlan
 from controller.drain_planner.taint import drain_taint
 from controller.snapshot.constraints import Taint
-from controller.snapshot.snapshot import NodeInfo, PodInfo
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pod import PodInfo
 from tests.unit.test_drains_across_policies import ALL, _plans, _policy, _team
 from tests.unit.test_planner import NOW, node
 

@@ -13,7 +13,7 @@ import pytest
 
 from controller.kubeapi.client import ApiError, Decode, Page
 from controller.kubeapi.informer import Informer, Informers, Source, drop_managed_fields
-from controller.snapshot.snapshot import parse_pod
+from controller.snapshot.pod import parse_pod
 
 
 def pod(name: str, rv: str, **extra: Any) -> dict[str, Any]:
@@ -177,7 +177,7 @@ def test_observe_goes_only_to_caches_whose_namespace_and_selector_hold_the_objec
 
 def test_a_node_heartbeat_needs_no_pass() -> None:
     from controller.read.sources import NODES, sources
-    from controller.snapshot.snapshot import parse_node
+    from controller.snapshot.node import parse_node
     source = sources("compactor-system")[NODES]
     informer = Informer(ScriptedApi([]), NODES, parse_node, same=source.same)
     node = {"metadata": {"name": "n1", "resourceVersion": "5"},

@@ -15,16 +15,14 @@ from controller.components.pod_settings import RuntimeSettings
 from controller.plan.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.plan.between_passes import Memory
 from controller.plan.decide import PlanSettings, digest, drain_plans, plan
-from controller.snapshot.snapshot import (
-    NodeInfo,
-    OwnerInfo,
-    OwnObject,
-    PodInfo,
-    Snapshot,
-    parse_pdb,
-    parse_policy_object,
-)
-from controller.snapshot.workload import WorkloadObject, workload_object
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.owned import OwnedInfo
+from controller.snapshot.owner import OwnerInfo
+from controller.snapshot.pdb import parse_pdb
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.policies import parse_policy_info
+from controller.snapshot.snapshot import Snapshot
+from controller.snapshot.workload import WorkloadInfo, parse_workload
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = PlanSettings(RuntimeSettings())
@@ -32,7 +30,7 @@ DEPLOY_PATH = "/apis/apps/v1/namespaces/shop/deployments/web"
 
 
 def _policy(name: str = "p", **spec: Any) -> Any:
-    return parse_policy_object({
+    return parse_policy_info({
         "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
         "metadata": {"name": name, "uid": f"uid-{name}", "generation": 1,
                      "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -47,8 +45,8 @@ ANNOTATED = {"compactor.dev/intent": INTENT.render()}
 
 
 def _deploy(labels: dict[str, str] | None = None,
-            annotations: dict[str, str] | None = None) -> WorkloadObject:
-    w = workload_object(WorkloadType.DEPLOYMENT, {
+            annotations: dict[str, str] | None = None) -> WorkloadInfo:
+    w = parse_workload(WorkloadType.DEPLOYMENT, {
         "metadata": {"namespace": "shop", "name": "web", "uid": "w1", "labels": labels or {},
                      "annotations": annotations or {}}, "spec": {"replicas": 1}}, {})
     assert w is not None
@@ -125,12 +123,12 @@ def test_a_replicasets_fresh_copy_is_left_alone() -> None:
 
 
 def _own(kind: str, name: str, revision: str = "g1", component: str = "scheduler",
-         policy: str | None = None, available: int = 0) -> OwnObject:
+         policy: str | None = None, available: int = 0) -> OwnedInfo:
     labels = {"app.kubernetes.io/managed-by": "compactor",
               "app.kubernetes.io/component": component}
     if policy:
         labels["compactor.dev/policy"] = policy
-    return OwnObject(kind, name, labels, revision, available)
+    return OwnedInfo(kind, name, labels, revision, available)
 
 
 SCHEDULER = (_own("ConfigMap", "compactor-scheduler-config", "r5"),
@@ -143,7 +141,7 @@ SCHEDULER = (_own("ConfigMap", "compactor-scheduler-config", "r5"),
                  "/apis/apps/v1/namespaces/compactor-system/deployments/compactor-scheduler"]),
 ], ids=["already-gone", "present"])
 def test_without_a_managed_scheduler_policy_its_objects_are_deleted_once(
-        own: tuple[OwnObject, ...], deleted: list[str]) -> None:
+        own: tuple[OwnedInfo, ...], deleted: list[str]) -> None:
     p = plan(_snapshot(own=own), SETTINGS, NOW)
     assert [a.path for a in p.of(Delete)] == deleted
     assert p.of(Apply) == []
@@ -224,7 +222,7 @@ def test_a_removed_policys_descheduler_objects_are_deleted() -> None:
     ((NodeInfo("n1", {"pool": "b"}),), (_deploy(),), True, "NoMatchingNodes"),
 ], ids=["no-workloads", "running", "empty-pool"])
 def test_the_descheduler_cronjob_runs_only_when_it_has_work_and_nodes(
-        nodes: tuple[NodeInfo, ...], workloads: tuple[WorkloadObject, ...], suspended: bool,
+        nodes: tuple[NodeInfo, ...], workloads: tuple[WorkloadInfo, ...], suspended: bool,
         reason: str) -> None:
     policy = _policy(descheduler={"nodeSelector": {"matchExpressions": [
         {"key": "pool", "operator": "In", "values": ["a*"]}]}})
@@ -254,7 +252,7 @@ def test_an_unchanged_status_is_not_written_again() -> None:
 
 
 def test_cronjob_job_pods_get_the_cronjobs_intent() -> None:
-    cron = workload_object(WorkloadType.CRON_JOB, {"metadata": {
+    cron = parse_workload(WorkloadType.CRON_JOB, {"metadata": {
         "namespace": "shop", "name": "nightly", "uid": "c1"}, "spec": {}}, {})
     assert cron is not None
     job = OwnerInfo("Job", "shop", "nightly-1", ("CronJob", "nightly"), {})

@@ -8,7 +8,7 @@ from typing import Any
 
 from controller.plan.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.plan.decide import plan
-from controller.snapshot.snapshot import PolicyObject, parse_policy_object
+from controller.snapshot.policies import PolicyInfo, parse_policy_info
 from tests.unit.test_plan import NOW, RS, SCHEDULER, SETTINGS, _deploy, _snapshot
 
 GOOD = {"scope": {"namespaceSelector": {"operator": "In", "values": ["shop"]}}}
@@ -16,15 +16,15 @@ BAD = {**GOOD, "descheduler": {"interval": "0 24 * * *"}}
 
 
 def _object(spec: dict[str, Any], status: dict[str, Any] | None = None,
-            generation: int = 2) -> PolicyObject:
-    return parse_policy_object({
+            generation: int = 2) -> PolicyInfo:
+    return parse_policy_info({
         "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
         "metadata": {"name": "p", "uid": "uid-p", "generation": generation,
                      "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": spec, "status": status or {}})
 
 
-def _pass(obj: PolicyObject) -> Plan:
+def _pass(obj: PolicyInfo) -> Plan:
     return plan(_snapshot(policies=(obj,), own=SCHEDULER, owners=(RS,),
                           workloads=(_deploy(),)), SETTINGS, NOW)
 

@@ -22,14 +22,11 @@ from controller.plan.actions import (
     WriteStatus,
 )
 from controller.plan.decide import PlanSettings, plan
-from controller.snapshot.snapshot import (
-    NodeInfo,
-    OwnObject,
-    Snapshot,
-    parse_evaluation_object,
-    parse_policy_object,
-)
-from controller.snapshot.workload import WorkloadObject, workload_object
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.owned import OwnedInfo
+from controller.snapshot.policies import parse_evaluation_info, parse_policy_info
+from controller.snapshot.snapshot import Snapshot
+from controller.snapshot.workload import WorkloadInfo, parse_workload
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = PlanSettings(RuntimeSettings())
@@ -41,7 +38,7 @@ def _policy(kind: str, name: str, namespace: str = "", weight: int = 0) -> Any:
                             "creationTimestamp": "2026-01-01T00:00:00Z"}
     if namespace:
         meta["namespace"] = namespace
-    return parse_policy_object({"apiVersion": "compactor.dev/v1alpha1", "kind": kind,
+    return parse_policy_info({"apiVersion": "compactor.dev/v1alpha1", "kind": kind,
                                 "metadata": meta, "spec": {"weight": weight}})
 
 
@@ -50,14 +47,14 @@ TEAM = _policy("CompactionPolicy", "team", "shop", weight=100)
 
 
 def _evaluation(**priorities: int) -> Any:
-    return parse_evaluation_object({
+    return parse_evaluation_info({
         "apiVersion": "compactor.dev/v1alpha1", "kind": "PolicyEvaluation",
         "metadata": {"name": "policy-evaluation", "uid": "pe", "generation": 3},
         "spec": {"precedence": [{"type": t, "priority": p} for t, p in priorities.items()]}})
 
 
-def _deploy(ns: str = "shop", labels: dict[str, str] | None = None) -> WorkloadObject:
-    w = workload_object(WorkloadType.DEPLOYMENT, {"metadata": {
+def _deploy(ns: str = "shop", labels: dict[str, str] | None = None) -> WorkloadInfo:
+    w = parse_workload(WorkloadType.DEPLOYMENT, {"metadata": {
         "namespace": ns, "name": "web", "uid": f"w-{ns}", "labels": labels or {}},
         "spec": {"replicas": 1}}, {})
     assert w is not None
@@ -136,7 +133,7 @@ def test_a_namespaced_policys_descheduler_is_its_own_evicting_in_its_namespace_o
 
 def test_a_deleted_namespaced_policys_objects_are_deleted() -> None:
     labels = {"app.kubernetes.io/component": "descheduler", "compactor.dev/policy": "shop.team"}
-    own = tuple(OwnObject(kind, "compactor-descheduler-shop.team", labels, "r1")
+    own = tuple(OwnedInfo(kind, "compactor-descheduler-shop.team", labels, "r1")
                 for kind in ("ConfigMap", "CronJob"))
     p = _plan(policies=(CLUSTER,), own=own)
     assert {a.path for a in p.of(Delete)} >= {

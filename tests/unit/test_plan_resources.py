@@ -15,14 +15,11 @@ from controller.components.pod_settings import RuntimeSettings
 from controller.plan.actions import Patch, Plan, RecordEvent, WriteStatus
 from controller.plan.between_passes import Memory
 from controller.plan.decide import PlanSettings, plan
-from controller.snapshot.snapshot import (
-    NodeInfo,
-    PodInfo,
-    Snapshot,
-    parse_policy_object,
-    parse_static_policy_object,
-)
-from controller.snapshot.workload import WorkloadObject, workload_object
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.policies import parse_policy_info, parse_static_policy_info
+from controller.snapshot.snapshot import Snapshot
+from controller.snapshot.workload import WorkloadInfo, parse_workload
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 SETTINGS = PlanSettings(RuntimeSettings(), default_evaluation=False)
@@ -35,14 +32,14 @@ def _static(name: str, containers: list[dict[str, Any]], namespace: str = "",
                             "creationTimestamp": "2026-01-01T00:00:00Z"}
     if namespace:
         meta["namespace"] = namespace
-    return parse_static_policy_object({
+    return parse_static_policy_info({
         "kind": "StaticPolicy" if namespace else "ClusterStaticPolicy", "metadata": meta,
         "spec": {"weight": weight, "containers": containers}})
 
 
 def _deploy(containers: list[dict[str, Any]], annotations: dict[str, str] | None = None
-            ) -> WorkloadObject:
-    w = workload_object(WorkloadType.DEPLOYMENT, {"metadata": {
+            ) -> WorkloadInfo:
+    w = parse_workload(WorkloadType.DEPLOYMENT, {"metadata": {
         "namespace": "shop", "name": "web", "uid": "w", "annotations": annotations or {}},
         "spec": {"replicas": 2, "template": {"spec": {"containers": containers}}}}, {})
     assert w is not None
@@ -65,7 +62,7 @@ APP: list[dict[str, Any]] = [
 
 
 def test_the_plan_is_written_on_the_workload_beside_the_compaction_intent() -> None:
-    compaction = parse_policy_object({"kind": "ClusterCompactionPolicy", "metadata": {
+    compaction = parse_policy_info({"kind": "ClusterCompactionPolicy", "metadata": {
         "name": "pack", "uid": "p", "generation": 1}, "spec": {}})
     sizes = _static("sizes", [{"name": "app", "requests": {"cpu": "500m"}},
                               {"name": "*", "requests": {"memory": "64Mi"}}])
@@ -153,7 +150,7 @@ def test_pods_the_webhook_never_resizes_do_not_count_as_differing(pod: PodInfo,
 
 
 def test_an_invalid_resource_policy_is_reported_and_used_for_nothing() -> None:
-    bad = parse_static_policy_object({"kind": "ClusterStaticPolicy", "metadata": {
+    bad = parse_static_policy_info({"kind": "ClusterStaticPolicy", "metadata": {
         "name": "bad", "generation": 1}, "spec": {"containers": [
             {"name": "app", "requests": {"cpu": "lots"}}]}})
     p = _plan(static_policies=(bad,), workloads=(_deploy(APP),))

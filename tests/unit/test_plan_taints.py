@@ -15,7 +15,8 @@ from controller.plan.actions import Patch, Plan, RecordEvent
 from controller.plan.between_passes import Memory
 from controller.plan.decide import plan
 from controller.snapshot.constraints import Taint
-from controller.snapshot.snapshot import NodeInfo, PodInfo
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pod import PodInfo
 from tests.unit.test_plan import ANNOTATED, NOW, RS, SETTINGS, _deploy, _policy, _snapshot
 
 LABELLED_POD = {"compactor.dev/policy": "p", "compactor.dev/workload-kind": "Deployment"}

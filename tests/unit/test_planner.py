@@ -20,19 +20,22 @@ from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.components.descheduler import render_descheduler_policy
 from controller.components.pod_settings import RuntimeSettings
-from controller.drain_planner.planner import DrainPlan, Member, evictions_per_run, plan_drains
+from controller.drain_planner.drain_plan import DrainPlan, Member, evictions_per_run
+from controller.drain_planner.planner import plan_drains
 from controller.drain_planner.taint import drain_taint
 from controller.plan.decide import PlanSettings, drain_plans
 from controller.plan.decide import plan as plan_pass
 from controller.snapshot.constraints import (
     AntiAffinity,
+    Constraints,
     NodeRequirement,
-    Placement,
     Taint,
     Toleration,
-    parse_placement,
+    parse_constraints,
 )
-from controller.snapshot.snapshot import NodeInfo, PdbInfo, PodInfo
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pdb import PdbInfo
+from controller.snapshot.pod import PodInfo
 from loadtest import planner as planner_bench
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
@@ -185,13 +188,13 @@ BLOCKERS: list[tuple[str, PodInfo, dict[tuple[str, str], Member], str]] = [
     ("critical", pod("b", "sparse", priority_class_name="system-cluster-critical"), {},
      "pod shop/b is system-critical"),
     # RemovePodsViolatingNodeTaints never evicts a Pod that tolerates the drain taint.
-    ("tolerates-everything", pod("b", "sparse", placement=Placement(
+    ("tolerates-everything", pod("b", "sparse", constraints=Constraints(
         tolerations=(Toleration(operator="Exists"),))), {},
      "pod shop/b tolerates the drain taint"),
-    ("tolerates-drain", pod("b", "sparse", placement=Placement(
+    ("tolerates-drain", pod("b", "sparse", constraints=Constraints(
         tolerations=(Toleration("compactor.dev/drain", "Exists"),))), {},
      "pod shop/b tolerates the drain taint"),
-    ("zone-anti-affinity", pod("b", "sparse", placement=Placement(
+    ("zone-anti-affinity", pod("b", "sparse", constraints=Constraints(
         unsimulated="required pod anti-affinity on topology.kubernetes.io/zone")), {},
      "pod shop/b: required pod anti-affinity on topology.kubernetes.io/zone is not simulated"),
 ]
@@ -250,30 +253,30 @@ def test_a_node_of_placeholders_only_is_freeable_without_a_drain() -> None:
 
 
 PLACEMENT_CASES = [
-    ("node-selector", Placement(node_selector={"pool": "gpu"}),
+    ("node-selector", Constraints(node_selector={"pool": "gpu"}),
      "no other node in use admits it (pool, nodeSelector, affinity or taints)"),
-    ("untolerated-taint", Placement(), "no other node in use admits it"),
+    ("untolerated-taint", Constraints(), "no other node in use admits it"),
 ]
 
 
 def test_a_pod_goes_only_where_its_node_selector_and_the_taints_allow() -> None:
-    picky = pod("s1", "sparse", placement=Placement(node_selector={"pool": "gpu"}))
+    picky = pod("s1", "sparse", constraints=Constraints(node_selector={"pool": "gpu"}))
     plan = _plan([node("dense"), node("sparse", labels={"pool": "gpu"})], [*DENSE, picky])
     assert any("no other node in use admits it" in r for r in _reasons(plan, "sparse"))
     tainted = [node("dense", taints=[Taint("dedicated", "db", "NoSchedule")]), node("sparse")]
     plan = _plan(tainted, [*DENSE, pod("s1", "sparse")])
     assert any("no other node in use admits it" in r for r in _reasons(plan, "sparse"))
-    tolerant = pod("s1", "sparse", placement=Placement(tolerations=(
+    tolerant = pod("s1", "sparse", constraints=Constraints(tolerations=(
         Toleration("dedicated", "Equal", "db", "NoSchedule"),)))
     assert _plan(tainted, [*DENSE, tolerant]).freeable == ("sparse",)
 
 
 def test_required_anti_affinity_on_the_hostname_is_honoured_both_ways() -> None:
     sel = LabelSelector((requirement("app", Operator.IN, "web"),))
-    spread = Placement(anti_affinity=(AntiAffinity(sel, ()),))
-    lonely = pod("s1", "sparse", placement=spread)
+    spread = Constraints(anti_affinity=(AntiAffinity(sel, ()),))
+    lonely = pod("s1", "sparse", constraints=spread)
     assert _plan([node("dense"), node("sparse")], [*DENSE, lonely]).freeable == ()
-    guarded = [pod("d1", "dense", 1.5, placement=spread), pod("s1", "sparse")]
+    guarded = [pod("d1", "dense", 1.5, constraints=spread), pod("s1", "sparse")]
     assert _plan([node("dense"), node("sparse")], guarded).freeable == ()
     other_app = pod("s1", "sparse", labels={"app": "api"})
     assert _plan([node("dense"), node("sparse")], [guarded[0], other_app]).freeable == (
@@ -537,13 +540,13 @@ def test_a_plan_is_reused_while_nothing_it_reads_changes_but_compactors_own_labe
 
 
 def test_a_pod_with_only_tolerations_is_placed_as_one_without_constraints() -> None:
-    tolerates = Placement(tolerations=(Toleration("dedicated", "Exists", "", "NoSchedule"),))
-    assert tolerates.tolerations_only and not Placement(node_selector={"a": "b"}).tolerations_only
+    tolerates = Constraints(tolerations=(Toleration("dedicated", "Exists", "", "NoSchedule"),))
+    assert tolerates.tolerations_only and not Constraints(node_selector={"a": "b"}).tolerations_only
     tainted = node("t", taints=[Taint("dedicated", "gpu", "NoSchedule")])
     nodes = [node("a"), node("b", cpu=2), tainted]
-    mover = pod("m", "a", cpu=0.5, placement=tolerates)
+    mover = pod("m", "a", cpu=0.5, constraints=tolerates)
     plain = pod("p", "a", cpu=0.5)
-    others = [pod("x", "b", cpu=1.5), pod("y", "t", cpu=3.2, placement=tolerates)]
+    others = [pod("x", "b", cpu=1.5), pod("y", "t", cpu=3.2, constraints=tolerates)]
     plans = plan_drains([(POLICY, ALL)], nodes, [mover, plain, *others],
                         managed(mover, plain), [], NOW)
     # Both leave a: the tolerating Pod first, for the most allocated node (tainted, which it
@@ -553,7 +556,7 @@ def test_a_pod_with_only_tolerations_is_placed_as_one_without_constraints() -> N
 
 
 def _affine(*terms: tuple[NodeRequirement, ...]) -> PodInfo:
-    return pod("s1", "sparse", placement=Placement(terms=terms))
+    return pod("s1", "sparse", constraints=Constraints(terms=terms))
 
 
 @pytest.mark.parametrize(("terms", "freeable"), [
@@ -585,14 +588,14 @@ def test_required_node_affinity_decides_where_a_pod_may_go(
 
 
 def test_required_node_affinity_is_read_from_the_pod_spec() -> None:
-    placement = parse_placement({"affinity": {"nodeAffinity": {
+    constraints = parse_constraints({"affinity": {"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
             {"matchFields": [{"key": "metadata.name", "operator": "In",
                               "values": ["spare"]}]}]}}}})
-    assert placement.admits("x", {"zone": "a"}) and placement.admits("spare", {})
-    assert not placement.admits("x", {"zone": "b"})
-    assert not placement.tolerations_only
+    assert constraints.admits("x", {"zone": "a"}) and constraints.admits("spare", {})
+    assert not constraints.admits("x", {"zone": "b"})
+    assert not constraints.tolerations_only
 
 
 @pytest.mark.parametrize("taint", ["ToBeDeletedByClusterAutoscaler",

@@ -15,20 +15,21 @@ from hypothesis import strategies as st
 from compaction import names
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.workload import WorkloadType
+from controller.drain_planner.drain_plan import Member
 from controller.drain_planner.memo import inputs_key
-from controller.drain_planner.planner import Member
 from controller.drain_planner.simulated_cluster import Cluster, SimNode, _holds, rank
-from controller.snapshot.constraints import AntiAffinity, Placement, Taint, Toleration
-from controller.snapshot.snapshot import NodeInfo, PodInfo
+from controller.snapshot.constraints import AntiAffinity, Constraints, Taint, Toleration
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pod import PodInfo
 from tests.unit.test_planner import POLICY, node, pod
 
 POOLS = (LabelSelector(), LabelSelector((requirement("pool", Operator.IN, "a"),)),
          LabelSelector((requirement("zone", Operator.IN, "z1"),)))
 PLACEMENTS = (
-    Placement(),
-    Placement(tolerations=(Toleration("dedicated", "Exists", "", "NoSchedule"),)),
-    Placement(node_selector={"pool": "a"}),
-    Placement(anti_affinity=(AntiAffinity(
+    Constraints(),
+    Constraints(tolerations=(Toleration("dedicated", "Exists", "", "NoSchedule"),)),
+    Constraints(node_selector={"pool": "a"}),
+    Constraints(anti_affinity=(AntiAffinity(
         LabelSelector((requirement("app", Operator.IN, "db"),)), ()),)))
 
 
@@ -48,7 +49,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeInfo], list[PodInfo]]:
         pods.append(pod(f"p{i}", where, draw(st.sampled_from([0, 0.25, 0.5, 1, 1.5, 3])),
                         draw(st.sampled_from([0.25, 1, 4])),
                         labels={"app": draw(st.sampled_from(["web", "db"]))},
-                        placement=draw(st.sampled_from(PLACEMENTS))))
+                        constraints=draw(st.sampled_from(PLACEMENTS))))
     return nodes, pods
 
 
@@ -136,8 +137,8 @@ def _changed(value: Any) -> Any:
         return (Taint("k", "v", "NoSchedule"),)
     if isinstance(value, tuple):
         return None
-    if isinstance(value, Placement):
-        return Placement(node_selector={"zone": "a"})
+    if isinstance(value, Constraints):
+        return Constraints(node_selector={"zone": "a"})
     assert value is None  # created
     return datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from controller.kubeapi.client import WatchApi
 from controller.kubeapi.informer import Informer, Source
 from controller.snapshot import pod_schema
-from controller.snapshot.snapshot import parse_pod
+from controller.snapshot.pod import parse_pod
 
 RICH: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod",

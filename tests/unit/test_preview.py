@@ -19,18 +19,21 @@ import pytest
 
 from compaction import packing
 from compaction.workload import WorkloadType
-from controller.drain_planner.planner import DrainPlan, Unremovable
-from controller.drain_planner.simulated_cluster import Reason
-from controller.snapshot.constraints import Placement
-from controller.snapshot.snapshot import NodeInfo, OwnerInfo, PodInfo, Snapshot
-from controller.snapshot.workload import WorkloadObject, workload_object
+from controller.drain_planner.drain_plan import DrainPlan, Unremovable
+from controller.drain_planner.reasons import CAUSES, Code, Reason
+from controller.snapshot.constraints import Constraints
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.owner import OwnerInfo
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.snapshot import Snapshot
+from controller.snapshot.workload import WorkloadInfo, parse_workload
 from kubectl_compactor import cli as preview_cli
 from kubectl_compactor import report as preview
 from tests.unit.test_planner import GI, NOW, node, pod
 
-R_KS = Reason("protected_namespace", "pod kube-system/dns is in kube-system")
-R_PDB = Reason("pdb", "pdb shop/web allows 0 disruptions")
-R_DEST = Reason("destination", "takes Pods of the nodes planned to drain first")
+R_KS = Reason(Code.PROTECTED_NAMESPACE, "pod kube-system/dns is in kube-system")
+R_PDB = Reason(Code.PDB, "pdb shop/web allows 0 disruptions")
+R_DEST = Reason(Code.DESTINATION, "takes Pods of the nodes planned to drain first")
 
 
 @pytest.mark.parametrize(("lists", "expected"), [
@@ -51,14 +54,13 @@ def test_freed_nodes_keep_the_order_of_every_policy(lists: list[tuple[str, ...]]
      [("protected_namespace", ("n1", "n2")), ("pdb", ("n3",))]),
     # A node with two causes counts under each; ties by code.
     ({"n1": [R_PDB, R_DEST], "n2": [R_DEST]}, [("destination", ("n1", "n2")), ("pdb", ("n1",))]),
-    ({"n1": [Reason("brand_new", "x")]}, [("brand_new", ("n1",))]),
 ])
 def test_nodes_that_stay_are_grouped_by_reason_code(
         stays: dict[str, list[Reason]], expected: list[tuple[str, tuple[str, ...]]]) -> None:
     held = preview.group(stays)
     assert [(h.code, h.nodes) for h in held] == expected
     for h in held:
-        assert h.cause == preview.CAUSES.get(h.code, h.code)
+        assert h.cause == CAUSES[h.code]
 
 
 @pytest.mark.parametrize(("items", "capacity", "lower", "ffd"), [
@@ -162,8 +164,8 @@ def test_nodes_without_a_policy_to_judge_them_say_so() -> None:
 
 
 def test_pods_the_simulation_does_not_judge_are_reported_with_their_reason() -> None:
-    spread = Placement(unsimulated="topology spread on zone (DoNotSchedule)")
-    pods = (pod("a", "n1", placement=spread), pod("b", "n1"))
+    spread = Constraints(unsimulated="topology spread on zone (DoNotSchedule)")
+    pods = (pod("a", "n1", constraints=spread), pod("b", "n1"))
     report = preview.build(Snapshot(nodes=(node("n1"),), pods=pods), (DrainPlan("p"),))
     assert report.unsimulated == (preview.Unsimulated(
         "shop/a", "n1", "topology spread on zone (DoNotSchedule)"),)
@@ -211,8 +213,8 @@ def test_price_files(raw: Any, by_type: dict[str, float], problems: int) -> None
     assert found == by_type and len(said) == problems
 
 
-def _deployment(name: str, ns: str, replicas: int) -> WorkloadObject:
-    w = workload_object(WorkloadType.DEPLOYMENT, {
+def _deployment(name: str, ns: str, replicas: int) -> WorkloadInfo:
+    w = parse_workload(WorkloadType.DEPLOYMENT, {
         "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
         "spec": {"replicas": replicas, "template": {"metadata": {"labels": {"app": name}}}}},
         {})

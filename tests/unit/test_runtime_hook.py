@@ -15,8 +15,8 @@ from controller.plan.actions import Evict, Patch, RecordEvent
 from controller.plan.between_passes import Memory
 from controller.plan.convergence import ConvergenceState, fingerprint
 from controller.plan.runtime_hook import decide, forget
-from controller.snapshot.snapshot import PodInfo
-from controller.snapshot.workload import WorkloadObject, workload_object
+from controller.snapshot.pod import PodInfo
+from controller.snapshot.workload import WorkloadInfo, parse_workload
 
 POLICY = parse_policy({
     "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
@@ -28,8 +28,8 @@ LATER = NOW + datetime.timedelta(minutes=1)
 
 
 def _workload(annotations: dict[str, str] | None = None,
-              labels: dict[str, str] | None = None, replicas: int = 2) -> WorkloadObject:
-    w = workload_object(WorkloadType.DEPLOYMENT, {
+              labels: dict[str, str] | None = None, replicas: int = 2) -> WorkloadInfo:
+    w = parse_workload(WorkloadType.DEPLOYMENT, {
         "metadata": {"namespace": "shop", "name": "web", "uid": "w1",
                      "annotations": annotations or {}, "labels": labels or {}},
         "spec": {"replicas": replicas}}, {})

@@ -11,7 +11,7 @@ import pytest
 from compaction.policy import DefaultEvictor
 from compaction.safety import Hold, eviction_hold
 from compaction.workload import WorkloadType
-from controller.snapshot.snapshot import PodInfo
+from controller.snapshot.pod import PodInfo
 
 POD = PodInfo("shop", "web-1-a", "u1", owner=("ReplicaSet", "web-1"), node_name="n1",
               phase="Running")

@@ -24,7 +24,9 @@ from controller.plan.actions import (
 )
 from controller.plan.decide import plan
 from controller.plan.scheduler_routing import Routing, judge, pod_cause
-from controller.snapshot.snapshot import NodeInfo, OwnObject, PodInfo
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.owned import OwnedInfo
+from controller.snapshot.pod import PodInfo
 from tests.unit.test_plan import (
     ANNOTATED,
     NOW,
@@ -42,7 +44,7 @@ DOWN_AFTER, RECOVERY = SETTINGS.scheduler_down_after, SETTINGS.scheduler_recover
 
 
 def _deployment(available: int, since: datetime.timedelta | None,
-                created: datetime.timedelta = 60 * MIN) -> OwnObject:
+                created: datetime.timedelta = 60 * MIN) -> OwnedInfo:
     """The scheduler's Deployment: ``available`` replicas, its Available condition holding
     for ``since`` (None: no condition yet), created ``created`` ago."""
     return replace(_own("Deployment", "compactor-scheduler", "g2", available=available),
@@ -69,7 +71,7 @@ def _deployment(available: int, since: datetime.timedelta | None,
                  id="a-blip-never-fell-back"),
 ])
 def test_new_pods_go_to_the_scheduler_only_while_it_can_schedule(
-        deployment: OwnObject | None, fell_back: bool, routing: Routing) -> None:
+        deployment: OwnedInfo | None, fell_back: bool, routing: Routing) -> None:
     health = judge(deployment, fell_back, NOW, DOWN_AFTER, RECOVERY)
     assert health.routing is routing
     assert health.routes is (routing in (Routing.AVAILABLE, Routing.STARTING))
@@ -86,7 +88,7 @@ def _status_with(reason: str) -> dict[str, Any]:
                             "message": "", "lastTransitionTime": "2026-12-01T11:00:00Z"}]}
 
 
-def _pass(own: tuple[OwnObject, ...], pods: tuple[PodInfo, ...] = (),
+def _pass(own: tuple[OwnedInfo, ...], pods: tuple[PodInfo, ...] = (),
           previous: str | None = None, **spec: Any) -> Plan:
     policy = _policy(**spec)
     if previous is not None:
@@ -148,7 +150,7 @@ def test_pods_left_pending_on_a_missing_scheduler_past_the_bound_are_replaced() 
     assert _pass(_recovering(), (old,), previous="Unavailable").of(Evict) == []
 
 
-def _recovering() -> tuple[OwnObject, ...]:
+def _recovering() -> tuple[OwnedInfo, ...]:
     return (UP[0], _deployment(1, RECOVERY / 2))
 
 
@@ -182,7 +184,7 @@ def test_a_policy_on_an_external_scheduler_keeps_it_whatever_the_managed_one_doe
 
 
 def test_no_new_drain_starts_while_the_scheduler_cannot_schedule() -> None:
-    def drains(own: tuple[OwnObject, ...]) -> tuple[str, ...]:
+    def drains(own: tuple[OwnedInfo, ...]) -> tuple[str, ...]:
         p = plan(_snapshot(nodes=_untainted(), owners=(RS,), policies=(_policy(),), own=own,
                            workloads=(_deploy({"compactor.dev/policy": "p"}, ANNOTATED),),
                            pods=SETTLED), SETTINGS, NOW)
