@@ -343,7 +343,7 @@ def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
                 raise Failure(*chosen.problems)
         snapshot = preview.with_policies(snapshot, chosen)
         now = datetime.datetime.now(datetime.UTC)
-        drains = preview.plan_preview(snapshot, now)
+        drains = preview.preview_drains(snapshot, now)
         report = preview.build(snapshot, drains, cost)
         if args.plot:
             plot(preview.loads(snapshot, drains), args.plot)

@@ -25,7 +25,8 @@ from compaction.safety import is_placeholder
 from controller.components.pod_settings import RuntimeSettings
 from controller.drain_planner.drain_plan import DrainPlan
 from controller.drain_planner.reasons import CAUSES, Code, Reason
-from controller.plan.decide import PlanSettings, drain_plans
+from controller.plan.decide import drain_plans
+from controller.plan.settings import PlanSettings
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.policies import (
     EvaluationInfo,
@@ -215,7 +216,7 @@ class Report:
         return sum(f.evictions for f in self.freeable)
 
 
-def plan_preview(snapshot: Snapshot, now: datetime.datetime) -> tuple[DrainPlan, ...]:
+def preview_drains(snapshot: Snapshot, now: datetime.datetime) -> tuple[DrainPlan, ...]:
     """The drains the controller's pass would plan from this snapshot, with its default
     settings."""
     return drain_plans(snapshot, settings(), now)

@@ -10,7 +10,7 @@ nodes:
 Pure code, so timed in-process: the median of interleaved repeats, with its spread, of two
 figures from one call of the pass's ``plan()``:
 
-- the plan: ``drain_memo.reuse_or_plan`` with nothing to reuse, which simulates the drains
+- the plan: ``drain_memo.reuse_or_choose`` with nothing to reuse, which simulates the drains
   of every policy at once and digests its inputs for the next pass. Targets: under 50 ms at
   100 nodes and under 1 s at 1,000 with one policy; under 300 ms at 1,000 nodes and under
   2 s at 5,000 with 20 policies;
@@ -40,7 +40,8 @@ from compaction.workload import WorkloadType
 from controller.components.pod_settings import RuntimeSettings
 from controller.drain_planner import memo as drain_memo
 from controller.drain_planner.drain_plan import DrainPlan
-from controller.plan.decide import PlanSettings, plan
+from controller.plan.decide import plan
+from controller.plan.settings import PlanSettings
 from controller.snapshot.constraints import parse_constraints
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.owner import OwnerInfo
@@ -211,8 +212,8 @@ class Timing:
 
 @contextlib.contextmanager
 def _timing_the_planner(into: list[float]) -> Iterator[None]:
-    """The pass calls ``drain_memo.reuse_or_plan`` once: time that call where it is made."""
-    original: Callable[..., Any] = drain_memo.reuse_or_plan
+    """The pass calls ``drain_memo.reuse_or_choose`` once: time that call where it is made."""
+    original: Callable[..., Any] = drain_memo.reuse_or_choose
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -220,11 +221,11 @@ def _timing_the_planner(into: list[float]) -> Iterator[None]:
             return original(*args, **kwargs)
         finally:
             into.append(time.perf_counter() - started)
-    drain_memo.reuse_or_plan = timed
+    drain_memo.reuse_or_choose = timed
     try:
         yield
     finally:
-        drain_memo.reuse_or_plan = original
+        drain_memo.reuse_or_choose = original
 
 
 def measure(cases: Sequence[Case] = CASES, repeats: int = 9) -> list[Timing]:

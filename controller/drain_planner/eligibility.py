@@ -67,7 +67,7 @@ _REFUSED: Final = {
 
 
 def blocker(pod: PodInfo, member: Member, scope: Scope, pdbs: Sequence[PdbInfo],
-             tolerates: bool) -> Reason | None:
+            tolerates: bool) -> Reason | None:
     """Why this Pod of the scope's policy keeps its node; None when the policy's descheduler
     can evict it. Whatever the rendered descheduler config would not evict blocks.
     ``tolerates``: whether the Pod tolerates the drain taint. Run for every Pod: the text of

@@ -18,7 +18,7 @@ from compaction import names
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
 from controller.drain_planner.drain_plan import DRAIN_TIMEOUT, DrainPlan, Member
-from controller.drain_planner.planner import plan_drains
+from controller.drain_planner.planner import choose_drains
 from controller.snapshot.constraints import UNCONSTRAINED
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pdb import PdbInfo
@@ -80,7 +80,7 @@ _MEMBER: Final = operator.attrgetter(*(f.name for f in dataclasses.fields(Member
 def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[NodeInfo],
                pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
                pdbs: Sequence[PdbInfo], paused: frozenset[str] = frozenset()) -> int | None:
-    """A digest of everything ``plan_drains`` reads but the metadata Compactor writes on Pods
+    """A digest of everything ``choose_drains`` reads but the metadata Compactor writes on Pods
     (its labels and intent annotation change on every Pod while a policy change is carried
     out, and nothing the plan decides depends on them); None when a budget or a Pod's
     anti-affinity selects on one of those labels, so that no plan may be reused. Every field
@@ -117,15 +117,15 @@ def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable
         tuple(pod_keys), tuple(repr(b) for b in pdbs)))
 
 
-def reuse_or_plan(memo: DrainMemo | None, policies: Sequence[tuple[Policy, LabelSelector]],
-                  nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
-                  members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
-                  now: datetime.datetime, drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
-                  paused: frozenset[str] = frozenset()
-                  ) -> tuple[list[DrainPlan], DrainMemo | None]:
-    """``plan_drains``, or the last plans while nothing they read has changed."""
+def reuse_or_choose(memo: DrainMemo | None, policies: Sequence[tuple[Policy, LabelSelector]],
+                    nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
+                    members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
+                    now: datetime.datetime, drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
+                    paused: frozenset[str] = frozenset()
+                    ) -> tuple[list[DrainPlan], DrainMemo | None]:
+    """``choose_drains``, or the last plans while nothing they read has changed."""
     key = inputs_key(policies, nodes, pods, members, pdbs, paused)
     if key is not None and memo is not None and memo.key == key and now - memo.at < REUSE:
         return list(memo.plans), memo
-    plans = plan_drains(policies, nodes, pods, members, pdbs, now, drain_timeout, paused)
+    plans = choose_drains(policies, nodes, pods, members, pdbs, now, drain_timeout, paused)
     return plans, None if key is None else DrainMemo(key, now, tuple(plans))

@@ -208,11 +208,11 @@ class _Outcome:
     unremovable: dict[str, list[Reason]] = field(default_factory=dict)
 
 
-def plan_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[NodeInfo],
-                pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
-                pdbs: Sequence[PdbInfo], now: datetime.datetime,
-                drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
-                paused: frozenset[str] = frozenset()) -> list[DrainPlan]:
+def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[NodeInfo],
+                  pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
+                  pdbs: Sequence[PdbInfo], now: datetime.datetime,
+                  drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
+                  paused: frozenset[str] = frozenset()) -> list[DrainPlan]:
     """One plan for the whole cluster, returned per policy in name order. ``paused``: the
     policies that may start no drain now (the drains under way go on)."""
     cluster = Cluster(nodes, pods)

@@ -27,9 +27,7 @@ from controller.snapshot.fields import format_time
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.policies import StaticPolicyInfo
 from controller.snapshot.snapshot import Snapshot
-from controller.snapshot.workload import WorkloadInfo
-
-WorkloadKey = tuple[str, str, str]
+from controller.snapshot.workload import WorkloadInfo, WorkloadKey
 
 
 def compositions(snapshot: Snapshot, evaluation: Evaluation

@@ -10,27 +10,40 @@ eviction (a 429 from a PodDisruptionBudget backs the workload off in ``Memory``)
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
 from compaction import names
-from compaction.intent import intent_for
+from compaction.intent import Intent, intent_for
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
-from controller.plan.actions import Action, Evict, Patch, Target
+from compaction.workload import WorkloadType
+from controller.plan import runtime_hook
+from controller.plan.actions import (
+    Action,
+    Evict,
+    Patch,
+    Target,
+)
 from controller.plan.between_passes import Memory
 from controller.plan.convergence import (
     ConvergenceState,
+    awaits_replacement,
     fingerprint,
     is_compliant,
     outcome,
     skip_reason,
 )
+from controller.plan.draft import Draft
 from controller.plan.events import workload_event
+from controller.plan.membership import Membership
+from controller.plan.workload_metadata import intent_of
 from controller.snapshot.fields import format_time
+from controller.snapshot.pdb import PdbInfo
 from controller.snapshot.pod import PodInfo
-from controller.snapshot.workload import WorkloadInfo
+from controller.snapshot.workload import WorkloadInfo, WorkloadKey
 
 # Longer than the webhook's owner-cache TTL (30 s by default): a Pod admitted sooner after
 # the intent changed may have been judged on the old one, and would look like a loop.
@@ -130,3 +143,66 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
     actions.append(Evict(victim.namespace, victim.name, victim.uid, workload.path, then=(
         _save(workload, replace(state, last_eviction=now, judged=None)),)))
     return HookDecision(tuple(actions), skipped=skipped)
+
+
+def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
+               pools: Mapping[str, LabelSelector],
+               node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
+               up: bool, pdbs: Sequence[PdbInfo] = ()) -> set[str]:
+    """Policies whose runtime hook still has Pods to replace: it starts no new drain
+    meanwhile (the drains under way go on), since the hook's replacements and a drain's
+    evictees would contend for the same room, and an evictee that finds none comes back to
+    the node it left. Only Pods the hook would replace count, by the hook's own rule: one it
+    never replaces (a DaemonSet's, local storage, outside the pool...) must not hold the
+    drains for ever. Nor does one whose PodDisruptionBudget allows no disruption now: its
+    eviction is refused until the budget allows one, which for ``maxUnavailable: 0`` is
+    never, and no replacement of it contends for room meanwhile."""
+    out: set[str] = set()
+    intents: dict[tuple[str, WorkloadType], Intent | None] = {}
+    for pod in pods:
+        m = members.get(pod.key)
+        if m is None or m.policy is None or not m.policy.set_labels_by_eviction or \
+                m.policy.id in out or pod.phase != "Running" or m.workload.suppressed:
+            continue
+        if any(pdb.covers(pod) and pdb.disruptions_allowed <= 0 for pdb in pdbs):
+            continue
+        which = (m.policy.id, m.workload.view.kind)
+        if which not in intents:
+            intents[which] = intent_of(m.policy, m.workload.view.kind, up)
+        intent = intents[which]
+        if intent is not None and awaits_replacement(
+                pod, intent, m.policy, node_labels.get(pod.node_name), pools[m.policy.id],
+                m.workload.view.kind, exempt):
+            out.add(m.policy.id)
+    return out
+
+
+def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
+             members: Mapping[tuple[str, str], Membership],
+             node_labels: Mapping[str, Mapping[str, str]],
+             pools: Mapping[str, LabelSelector], pods: Iterable[PodInfo],
+             intent_grace: datetime.timedelta, exempt: frozenset[str], memory: Memory,
+             now: datetime.datetime,
+             waiting: frozenset[str], out: Draft) -> None:
+    """``waiting``: policies whose scheduler cannot schedule; their hook replaces nothing
+    meanwhile (a replacement would wait for that scheduler, or converge to an intent about to
+    change back)."""
+    by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        m = members.get(pod.key)
+        if m is not None:
+            by_workload[m.workload.key].append(pod)
+    for key, (workload, policy) in decided.items():
+        if policy is None:
+            forget = runtime_hook.forget(workload)
+            if forget is not None:
+                out.actions.append(forget)
+            continue
+        if policy.id in waiting:
+            continue
+        decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
+                                       pools[policy.id], memory, now, intent_grace, exempt)
+        out.actions += decision.actions
+        out.suppressed += decision.suppressed
+        out.suppressions += decision.newly_suppressed
+        out.skipped += decision.skipped

@@ -149,14 +149,15 @@ def routing_events(health: SchedulerHealth, fell_back: bool, namespace: str, dep
                              "Normal" if health.routes else "Warning")]
 
 
-class Membership(Protocol):
-    """A Pod's workload, as the pass decided it."""
+class HasWorkload(Protocol):
+    """A Pod's workload as the pass decided it: ``controller.plan.membership.Membership``,
+    which this module cannot import (that module reaches the status, which reads this one)."""
 
     @property
     def workload(self) -> WorkloadInfo: ...
 
 
-def stranded(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
+def stranded(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], HasWorkload],
              health: SchedulerHealth, now: datetime.datetime, down_after: datetime.timedelta,
              intent_grace: datetime.timedelta, stranded_after: datetime.timedelta
              ) -> list[Evict]:

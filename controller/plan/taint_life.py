@@ -23,9 +23,9 @@ from controller.plan.events import cluster_event, namespaced_event
 from controller.snapshot.node import NodeInfo
 
 
-def plan_taints(nodes: Iterable[NodeInfo], drains: Iterable[DrainPlan],
-                policies: Mapping[str, Policy], memory: Memory, now: datetime.datetime
-                ) -> list[Action]:
+def taint_actions(nodes: Iterable[NodeInfo], drains: Iterable[DrainPlan],
+                  policies: Mapping[str, Policy], memory: Memory, now: datetime.datetime
+                  ) -> list[Action]:
     """The taint patches and Events of one pass. ``policies``: the active ones, by id."""
     nodes = list(nodes)
     uids = {n.name: n.uid for n in nodes}

@@ -18,7 +18,8 @@ from controller.components.pod_settings import RuntimeSettings
 from controller.kubeapi.client import Api
 from controller.kubeapi.informer import Informers
 from controller.plan.between_passes import Memory
-from controller.plan.decide import PlanSettings, plan
+from controller.plan.decide import plan
+from controller.plan.settings import PlanSettings
 from controller.read.reader import Reader
 
 __all__ = ["Reconciler", "Summary"]

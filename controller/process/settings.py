@@ -32,7 +32,7 @@ from controller.components.pod_settings import (
     restricted_security_context,
     scheduler_image,
 )
-from controller.plan.decide import PlanSettings
+from controller.plan.settings import PlanSettings
 
 # A pass starts no Pod patch after this long from its start; the next pass, at once, goes on
 # with the rest (so that no pass runs much past it, whatever the number of Pods).

@@ -73,7 +73,7 @@ def parse_policy_info(obj: Mapping[str, Any]) -> PolicyInfo:
     spec = section(obj, "spec")
     try:
         return PolicyInfo(name, generation, status, parse_policy(obj), uid=uid,
-                            namespace=namespace, spec=spec)
+                          namespace=namespace, spec=spec)
     except InvalidPolicy as e:
         kept = section(status, LAST_VALID_SPEC)
         last_valid = None
@@ -83,7 +83,7 @@ def parse_policy_info(obj: Mapping[str, Any]) -> PolicyInfo:
             except InvalidPolicy:
                 pass  # written by a release that accepted more: nothing to fall back on
         return PolicyInfo(name, generation, status, None, tuple(e.problems), uid,
-                            namespace, spec, last_valid)
+                          namespace, spec, last_valid)
 
 
 @dataclass(frozen=True)
@@ -114,10 +114,10 @@ def parse_static_policy_info(obj: Mapping[str, Any]) -> StaticPolicyInfo:
     name, generation = str(m.get("name", "")), int(m.get("generation") or 0)
     try:
         return StaticPolicyInfo(kind, namespace, name, generation, section(obj, "status"),
-                                  parse_static_policy(obj))
+                                parse_static_policy(obj))
     except InvalidPolicy as e:
         return StaticPolicyInfo(kind, namespace, name, generation, section(obj, "status"),
-                                  None, tuple(e.problems))
+                                None, tuple(e.problems))
 
 
 @dataclass(frozen=True)
@@ -133,4 +133,4 @@ class EvaluationInfo:
 def parse_evaluation_info(obj: Mapping[str, Any]) -> EvaluationInfo:
     evaluation, problems = parse_evaluation(obj)
     return EvaluationInfo(evaluation, tuple(problems), section(obj, "status"),
-                            str(meta(obj).get("uid") or ""))
+                          str(meta(obj).get("uid") or ""))

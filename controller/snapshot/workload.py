@@ -50,6 +50,9 @@ def template_containers(kind: WorkloadType, obj: Mapping[str, Any], field: str =
     return tuple(out)
 
 
+WorkloadKey = tuple[str, str, str]  # kind, namespace, name
+
+
 @dataclass(frozen=True)
 class WorkloadInfo:
     """One workload: the matching view plus what the controller needs to patch it."""
@@ -64,7 +67,7 @@ class WorkloadInfo:
     init_containers: tuple[TemplateContainer, ...] = ()
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> WorkloadKey:
         return (self.view.kind.value, self.view.namespace, self.view.name)
 
     @property
@@ -77,7 +80,7 @@ class WorkloadInfo:
 
 
 def parse_workload(kind: WorkloadType, obj: Mapping[str, Any],
-                    namespace_labels: Mapping[str, str]) -> WorkloadInfo | None:
+                   namespace_labels: Mapping[str, str]) -> WorkloadInfo | None:
     """The workload, or None for an object of a workload kind that is only a step of another
     workload's chain (a CronJob's Job): its Pods belong to the workload above it."""
     owner = controller_of(meta_of(obj))

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from controller.components.pod_settings import RuntimeSettings
-from controller.plan.decide import PlanSettings
+from controller.plan.settings import PlanSettings
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import MANUAL_STATUS, ROOT
 from localcluster.cluster.kube import path, wait_for

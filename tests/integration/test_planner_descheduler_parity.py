@@ -16,7 +16,8 @@ import yaml
 from compaction import names
 from controller.components.pod_settings import RuntimeSettings
 from controller.plan.convergence import ConvergenceState
-from controller.plan.decide import PlanSettings, plan
+from controller.plan.decide import plan
+from controller.plan.settings import PlanSettings
 from controller.process.reconciler import Reconciler
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.snapshot import Snapshot
@@ -141,7 +142,7 @@ def _planner_verdicts(snapshot: Snapshot, policy: str, sparse: str,
     """The planner's verdict on each Pod of the sparse node.
 
     ``controller.plan.decide.plan`` is the pass's own pure planning, from a snapshot read as the
-    pass reads it; its drain plans come from ``plan_drains``. A plan answers per node, and
+    pass reads it; its drain plans come from ``choose_drains``. A plan answers per node, and
     its reasons do not always name the Pod (a budget's names the budget), so each Pod is
     judged alone: planned on the same snapshot with every other Pod of the sparse node left
     out. The Pod may move when the plan moves it off the node; else the node's first reason

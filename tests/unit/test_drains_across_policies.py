@@ -15,7 +15,7 @@ from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.drain_planner.drain_plan import DrainPlan, Member
-from controller.drain_planner.planner import plan_drains
+from controller.drain_planner.planner import choose_drains
 from controller.snapshot.constraints import Taint
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
@@ -52,8 +52,8 @@ def _plans(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Sequence[Nod
            pods: Sequence[PodInfo], policy_of: dict[str, str | None] | None = None,
            paused: frozenset[str] = frozenset()) -> dict[str, DrainPlan]:
     members = _members(pods, BY_TEAM if policy_of is None else policy_of)
-    return {d.policy: d for d in plan_drains(policies, nodes, pods, members, (), NOW,
-                                             paused=paused)}
+    return {d.policy: d for d in choose_drains(policies, nodes, pods, members, (), NOW,
+                                               paused=paused)}
 
 
 def _reasons(plan: DrainPlan, node_name: str) -> list[str]:

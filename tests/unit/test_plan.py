@@ -14,7 +14,9 @@ from compaction.workload import WorkloadType
 from controller.components.pod_settings import RuntimeSettings
 from controller.plan.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.plan.between_passes import Memory
-from controller.plan.decide import PlanSettings, digest, drain_plans, plan
+from controller.plan.decide import drain_plans, plan
+from controller.plan.own_objects import digest
+from controller.plan.settings import PlanSettings
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.owned import OwnedInfo
 from controller.snapshot.owner import OwnerInfo

@@ -21,7 +21,8 @@ from controller.plan.actions import (
     Target,
     WriteStatus,
 )
-from controller.plan.decide import PlanSettings, plan
+from controller.plan.decide import plan
+from controller.plan.settings import PlanSettings
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.owned import OwnedInfo
 from controller.snapshot.policies import parse_evaluation_info, parse_policy_info

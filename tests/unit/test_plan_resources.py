@@ -14,7 +14,8 @@ from compaction.workload import WorkloadType
 from controller.components.pod_settings import RuntimeSettings
 from controller.plan.actions import Patch, Plan, RecordEvent, WriteStatus
 from controller.plan.between_passes import Memory
-from controller.plan.decide import PlanSettings, plan
+from controller.plan.decide import plan
+from controller.plan.settings import PlanSettings
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.policies import parse_policy_info, parse_static_policy_info

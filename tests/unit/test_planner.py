@@ -21,10 +21,11 @@ from compaction.workload import WorkloadType
 from controller.components.descheduler import render_descheduler_policy
 from controller.components.pod_settings import RuntimeSettings
 from controller.drain_planner.drain_plan import DrainPlan, Member, evictions_per_run
-from controller.drain_planner.planner import plan_drains
+from controller.drain_planner.planner import choose_drains
 from controller.drain_planner.taint import drain_taint
-from controller.plan.decide import PlanSettings, drain_plans
+from controller.plan.decide import drain_plans
 from controller.plan.decide import plan as plan_pass
+from controller.plan.settings import PlanSettings
 from controller.snapshot.constraints import (
     AntiAffinity,
     Constraints,
@@ -83,7 +84,7 @@ def _plan(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
     if budget != policy.descheduler.max_draining_nodes:
         policy = replace(policy, descheduler=replace(policy.descheduler,
                                                      max_draining_nodes=budget))
-    (result,) = plan_drains([(policy, pool)], nodes, pods, members, pdbs, NOW)
+    (result,) = choose_drains([(policy, pool)], nodes, pods, members, pdbs, NOW)
     return result
 
 
@@ -516,26 +517,26 @@ def test_a_pending_pod_that_fits_nowhere_changes_nothing() -> None:
 
 
 def test_a_plan_is_reused_while_nothing_it_reads_changes_but_compactors_own_labels() -> None:
-    from controller.drain_planner.memo import REUSE, reuse_or_plan
+    from controller.drain_planner.memo import REUSE, reuse_or_choose
     nodes = [node("a"), node("b"), node("c")]
     pods = [pod("w1", "a"), pod("w2", "b"), pod("w3", "c", cpu=2)]
     members = managed(*pods)
     policies = [(POLICY, ALL)]
-    first, memo = reuse_or_plan(None, policies, nodes, pods, members, [], NOW)
+    first, memo = reuse_or_choose(None, policies, nodes, pods, members, [], NOW)
     assert memo is not None
     labelled = [replace(p, labels={**p.labels, "compactor.dev/policy": "p"},
                         annotations={"compactor.dev/intent": "{}"}) for p in pods]
-    again, same = reuse_or_plan(memo, policies, nodes, labelled, managed(*labelled), [],
-                                NOW + datetime.timedelta(seconds=5))
+    again, same = reuse_or_choose(memo, policies, nodes, labelled, managed(*labelled), [],
+                                  NOW + datetime.timedelta(seconds=5))
     assert same is memo and again == first
     moved = [replace(pods[0], node_name="c"), *pods[1:]]
-    _, fresh = reuse_or_plan(memo, policies, nodes, moved, managed(*moved), [], NOW)
+    _, fresh = reuse_or_choose(memo, policies, nodes, moved, managed(*moved), [], NOW)
     assert fresh is not None and fresh is not memo
-    _, late = reuse_or_plan(memo, policies, nodes, pods, members, [], NOW + REUSE)
+    _, late = reuse_or_choose(memo, policies, nodes, pods, members, [], NOW + REUSE)
     assert late is not memo and late is not None and late.at == NOW + REUSE
     own = PdbInfo("shop", "b", LabelSelector((requirement(
         "compactor.dev/policy", Operator.IN, "p"),)), 1)
-    _, none = reuse_or_plan(memo, policies, nodes, pods, members, [own], NOW)
+    _, none = reuse_or_choose(memo, policies, nodes, pods, members, [own], NOW)
     assert none is None, "a budget that selects on Compactor's labels: always planned afresh"
 
 
@@ -547,8 +548,8 @@ def test_a_pod_with_only_tolerations_is_placed_as_one_without_constraints() -> N
     mover = pod("m", "a", cpu=0.5, constraints=tolerates)
     plain = pod("p", "a", cpu=0.5)
     others = [pod("x", "b", cpu=1.5), pod("y", "t", cpu=3.2, constraints=tolerates)]
-    plans = plan_drains([(POLICY, ALL)], nodes, [mover, plain, *others],
-                        managed(mover, plain), [], NOW)
+    plans = choose_drains([(POLICY, ALL)], nodes, [mover, plain, *others],
+                          managed(mover, plain), [], NOW)
     # Both leave a: the tolerating Pod first, for the most allocated node (tainted, which it
     # tolerates), the other for b, where one of them fits.
     assert plans[0].freeable == ("a",)

@@ -239,7 +239,7 @@ def _spread_snapshot() -> Snapshot:
 
 def test_a_spread_cluster_planned_by_the_controllers_own_plan() -> None:
     snapshot = _spread_snapshot()
-    report = preview.build(snapshot, preview.plan_preview(snapshot, NOW))
+    report = preview.build(snapshot, preview.preview_drains(snapshot, NOW))
     assert report.policies == ("spread",)
     assert len(report.freeable) == 2 and len(report.stays) == 1
     (kept,) = report.stays
@@ -249,7 +249,7 @@ def test_a_spread_cluster_planned_by_the_controllers_own_plan() -> None:
 
 def test_the_plans_moves_applied_per_node() -> None:
     snapshot = _spread_snapshot()
-    loads = preview.loads(snapshot, preview.plan_preview(snapshot, NOW))
+    loads = preview.loads(snapshot, preview.preview_drains(snapshot, NOW))
     assert [n.node for n in loads] == ["n1", "n2", "n3"]
     assert [n.cpu_before for n in loads] == [200, 200, 200]
     assert sorted(n.cpu_after for n in loads) == [0, 0, 600]
