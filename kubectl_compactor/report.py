@@ -6,21 +6,19 @@ the rest being writes the preview never makes) and reports the drain plans it re
 they free in the order they would drain them, why every other node in use stays (grouped by
 reason code), how far that is from the best packing of the same requests
 (``compaction.packing``), the Pods that would move, and what the freed nodes cost.
-``kubectl_compactor.cli`` does the reading and the printing.
+``cluster_read`` and ``inputs`` read, ``render`` prints.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
-from compaction import names, quantity
+from compaction import quantity
 from compaction.packing import bounds_per_resource, ffd
-from compaction.problem import Problem
 from compaction.safety import is_placeholder
 from controller.components.pod_settings import RuntimeSettings
 from controller.drain_planner.drain_plan import DrainPlan
@@ -28,17 +26,10 @@ from controller.drain_planner.reasons import CAUSES, Code, Reason
 from controller.plan.decide import drain_plans
 from controller.plan.settings import PlanSettings
 from controller.snapshot.pod import PodInfo
-from controller.snapshot.policies import (
-    EvaluationInfo,
-    PolicyInfo,
-    parse_evaluation_info,
-    parse_policy_info,
-)
 from controller.snapshot.snapshot import Snapshot
+from kubectl_compactor.inputs import NO_PRICES, Prices
 
-API_VERSION: Final = names.API_VERSION
 HOURS_PER_MONTH: Final = 730
-INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
 RESOURCES: Final = ("cpu", "memory", "pods")
 
 
@@ -49,105 +40,6 @@ def settings() -> PlanSettings:
 
 
 # --- policies -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Policies:
-    """The policies to judge (from files or from the cluster), and what is wrong with them."""
-
-    policies: tuple[PolicyInfo, ...] = ()
-    evaluation: EvaluationInfo | None = None
-    problems: tuple[str, ...] = ()  # one line each: where, which object, field path, message
-
-
-def _problem_lines(source: str, what: str, problems: Iterable[Problem]) -> list[str]:
-    return [f"{source}: {what}: {p.path}: {p.message}" for p in problems]
-
-
-def read_documents(documents: Iterable[tuple[str, Any]]) -> Policies:
-    """Policies (and a PolicyEvaluation) from YAML documents, each with where it came from
-    (``file#n``), through the controller's validation; every problem with its field path."""
-    policies: list[PolicyInfo] = []
-    evaluation: EvaluationInfo | None = None
-    problems: list[str] = []
-    for source, doc in documents:
-        if doc is None:
-            continue  # an empty document between two ---
-        if not isinstance(doc, Mapping):
-            problems.append(f"{source}: (document): is a {type(doc).__name__}, not an object")
-            continue
-        kind = doc.get("kind")
-        raw_meta = doc.get("metadata")
-        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-        what = f"{kind or '(no kind)'}/{meta.get('name') or '(no name)'}"
-        version_problems = [] if doc.get("apiVersion") == API_VERSION else [
-            Problem("apiVersion", f"must be {API_VERSION}")]
-        if kind == names.EVALUATION_KIND:
-            found = parse_evaluation_info(doc)
-            problems += _problem_lines(source, what, [*version_problems, *found.problems])
-            evaluation = found
-            continue
-        if kind == names.NAMESPACED_POLICY_KIND and not meta.get("namespace"):
-            # As kubectl apply would: the default namespace.
-            doc = {**doc, "metadata": {**meta, "namespace": "default"}}
-        found_policy = parse_policy_info(doc)
-        problems += _problem_lines(source, what,
-                                   [*version_problems, *found_policy.problems])
-        policies.append(found_policy)
-    return Policies(tuple(policies), evaluation, tuple(problems))
-
-
-def cluster_policies(snapshot: Snapshot) -> Policies:
-    """The cluster's own policies and PolicyEvaluation, with their problems."""
-    problems: list[str] = []
-    for p in snapshot.policies:
-        problems += _problem_lines("cluster", f"{p.kind}/{p.id}", p.problems)
-    if snapshot.evaluation is not None:
-        problems += _problem_lines("cluster", f"{names.EVALUATION_KIND}/"
-                                   f"{names.EVALUATION_NAME}", snapshot.evaluation.problems)
-    return Policies(snapshot.policies, snapshot.evaluation, tuple(problems))
-
-
-def with_policies(snapshot: Snapshot, chosen: Policies) -> Snapshot:
-    """The snapshot as the controller would read it with ``chosen`` applied."""
-    return dataclasses.replace(snapshot, policies=chosen.policies,
-                               evaluation=chosen.evaluation or snapshot.evaluation)
-
-
-# --- prices ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Prices:
-    """Hourly prices: per instance type (the node's ``node.kubernetes.io/instance-type``),
-    else a flat one per node."""
-
-    by_type: Mapping[str, float] = field(default_factory=dict)
-    per_node: float | None = None
-
-    @property
-    def given(self) -> bool:
-        return bool(self.by_type) or self.per_node is not None
-
-    def hourly(self, labels: Mapping[str, str]) -> float | None:
-        kind = labels.get(INSTANCE_TYPE_LABEL)
-        if kind is not None and kind in self.by_type:
-            return self.by_type[kind]
-        return self.per_node
-
-
-def parse_prices(raw: Any, source: str) -> tuple[dict[str, float], list[str]]:
-    """A price file: a mapping of instance type to hourly price."""
-    if not isinstance(raw, Mapping):
-        return {}, [f"{source}: must map instance types to hourly prices"]
-    out: dict[str, float] = {}
-    problems = []
-    for kind, price in raw.items():
-        if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
-            problems.append(f"{source}: {kind}: the hourly price must be a number >= 0")
-        else:
-            out[str(kind)] = float(price)
-    return out, problems
 
 
 @dataclass(frozen=True)
@@ -301,7 +193,7 @@ def bounds(pods: Iterable[PodInfo], snapshot: Snapshot, in_use: Sequence[str],
                   ffd(items, vector) if items else 0, capacity)
 
 
-def build(snapshot: Snapshot, drains: Sequence[DrainPlan], prices: Prices = Prices()
+def build(snapshot: Snapshot, drains: Sequence[DrainPlan], prices: Prices = NO_PRICES
           ) -> Report:
     """The report of the controller's ``drains`` of ``snapshot``."""
     by_node: dict[str, list[PodInfo]] = defaultdict(list)
@@ -374,93 +266,4 @@ def loads(snapshot: Snapshot, drains: Sequence[DrainPlan]) -> tuple[NodeLoad, ..
                           n.allocatable.get("memory", 0) // 1000) for n in snapshot.nodes)
 
 
-# --- output ---------------------------------------------------------------------------
 
-
-def as_dict(report: Report) -> dict[str, Any]:
-    """The report for ``-o json|yaml``: plain data, stable keys."""
-    b = report.bounds
-    return {
-        "policies": list(report.policies),
-        "nodes": report.nodes,
-        "nodesInUse": list(report.in_use),
-        "emptyNodes": list(report.empty),
-        "freeable": [{"node": f.node, "podsToMove": f.pods, "evictions": f.evictions,
-                      "hourlyPrice": f.hourly} for f in report.freeable],
-        "stays": {name: [{"code": r.code, "reason": r.text} for r in rs]
-                  for name, rs in report.stays.items()},
-        "heldBy": [{"code": h.code, "cause": h.cause, "count": len(h.nodes),
-                    "nodes": list(h.nodes), "example": h.example} for h in report.held],
-        "nodesAfter": b.nodes_after,
-        "lowerBound": b.lower_bound,
-        "lowerBoundPerResource": dict(b.per_resource),
-        "ffdPacking": b.ffd,
-        "nodeCapacity": {r: _quantity(r, v) for r, v in b.capacity.items()},
-        "podsToMove": report.pods_to_move,
-        "evictions": report.evictions,
-        "unsimulated": [{"pod": u.pod, "node": u.node, "reason": u.reason}
-                        for u in report.unsimulated],
-        "savings": None if report.savings is None else {
-            "monthly": round(report.savings.monthly, 2), "hoursPerMonth": HOURS_PER_MONTH,
-            "pricedNodes": report.savings.priced,
-            "unpricedNodes": list(report.savings.unpriced)},
-    }
-
-
-def _quantity(resource: str, milli: int) -> str:
-    if resource == "pods":
-        return str(milli // quantity.UNIT)
-    if resource == "memory":
-        return f"{milli // 1000 // 2**20}Mi"
-    return f"{milli}m" if resource == "cpu" else str(milli // 1000)
-
-
-def _names(nodes: Sequence[str], most: int = 5) -> str:
-    shown = ", ".join(nodes[:most])
-    return shown + (f", … ({len(nodes) - most} more)" if len(nodes) > most else "")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def text(report: Report) -> str:
-    """The report for a person."""
-    b = report.bounds
-    lines = [
-        f"Policies judged: {', '.join(report.policies) or '(none enabled)'}",
-        f"Nodes in use: {len(report.in_use)} of {report.nodes}"
-        + (f" ({_plural(len(report.empty), 'node')} run only DaemonSet or mirror Pods)"
-           if report.empty else ""),
-        "",
-        f"Could free {_plural(len(report.freeable), 'node')}"
-        + (", in the order they would be drained:" if report.freeable else "."),
-    ]
-    for i, f in enumerate(report.freeable, 1):
-        price = f", ${f.hourly * HOURS_PER_MONTH:,.2f}/month" if f.hourly is not None else ""
-        lines.append(f"  {i}. {f.node}: {_plural(f.pods, 'Pod')} to move, "
-                     f"{_plural(f.evictions, 'eviction')}{price}")
-    lines += ["", f"Nodes that stay: {len(report.stays)}"]
-    for h in report.held:
-        lines.append(f"  {_plural(len(h.nodes), 'node')} held by: {h.cause} ({h.code})")
-        lines.append(f"      {_names(h.nodes)}; e.g. {h.example}")
-    per = ", ".join(f"{r} {n}" for r, n in b.per_resource.items())
-    lines += [
-        "",
-        f"Nodes after: {b.nodes_after} (in use {len(report.in_use)} - freeable "
-        f"{len(report.freeable)})",
-        f"  lower bound: {b.lower_bound} (requests / node capacity: {per})",
-        f"  first-fit-decreasing packing of all requests: {b.ffd}",
-        f"Pods to move: {report.pods_to_move} ({_plural(report.evictions, 'eviction')})",
-    ]
-    if report.unsimulated:
-        lines.append(f"Not simulated: {_plural(len(report.unsimulated), 'Pod')} "
-                     "(their nodes are judged as if they could not move)")
-        lines += [f"  {u.pod} on {u.node}: {u.reason}" for u in report.unsimulated]
-    s = report.savings
-    if s is not None:
-        unpriced = (f"; {_plural(len(s.unpriced), 'freed node')} without a price: "
-                    f"{_names(s.unpriced)}" if s.unpriced else "")
-        lines.append(f"Savings: ${s.monthly:,.2f}/month ({HOURS_PER_MONTH} h) for "
-                     f"{_plural(s.priced, 'priced node')}{unpriced}")
-    return "\n".join(lines)

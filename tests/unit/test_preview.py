@@ -28,6 +28,7 @@ from controller.snapshot.pod import PodInfo
 from controller.snapshot.snapshot import Snapshot
 from controller.snapshot.workload import WorkloadInfo, parse_workload
 from kubectl_compactor import cli as preview_cli
+from kubectl_compactor import cluster_read, inputs, render
 from kubectl_compactor import report as preview
 from tests.unit.test_planner import GI, NOW, node, pod
 
@@ -83,8 +84,8 @@ def test_the_two_resource_forms_of_the_local_cluster_agree() -> None:
     assert packing.ffd_around({"n": (3500, 0)}, [(1000, 1)], 4000, 4) == 2
 
 
-NODES = [node("n1", labels={preview.INSTANCE_TYPE_LABEL: "m5.large"}),
-         node("n2", labels={preview.INSTANCE_TYPE_LABEL: "m5.xlarge"}),
+NODES = [node("n1", labels={inputs.INSTANCE_TYPE_LABEL: "m5.large"}),
+         node("n2", labels={inputs.INSTANCE_TYPE_LABEL: "m5.xlarge"}),
          node("n3")]
 PODS = [pod("a", "n1"), pod("b", "n1", priority=-10), pod("c", "n2"), pod("d", "n3"),
         pod("e", "n3", ns="kube-system")]
@@ -92,12 +93,12 @@ MOVED = {("shop", "a"): "n3", ("shop", "b"): "n3", ("shop", "c"): "n3"}
 
 
 @pytest.mark.parametrize(("prices", "monthly", "unpriced", "hourly"), [
-    (preview.Prices(), None, None, [None, None]),
-    (preview.Prices({"m5.large": 0.1}), 73.0, ("n2",), [0.1, None]),
-    (preview.Prices({"m5.large": 0.1}, per_node=1.0), 803.0, (), [0.1, 1.0]),
-    (preview.Prices(per_node=0.5), 730.0, (), [0.5, 0.5]),
+    (inputs.Prices(), None, None, [None, None]),
+    (inputs.Prices({"m5.large": 0.1}), 73.0, ("n2",), [0.1, None]),
+    (inputs.Prices({"m5.large": 0.1}, per_node=1.0), 803.0, (), [0.1, 1.0]),
+    (inputs.Prices(per_node=0.5), 730.0, (), [0.5, 0.5]),
 ])
-def test_savings_of_the_freed_nodes(prices: preview.Prices, monthly: float | None,
+def test_savings_of_the_freed_nodes(prices: inputs.Prices, monthly: float | None,
                                     unpriced: tuple[str, ...] | None,
                                     hourly: list[float | None]) -> None:
     report = preview.build(Snapshot(nodes=tuple(NODES), pods=tuple(PODS)), (
@@ -124,11 +125,11 @@ def test_the_report_counts_moves_evictions_and_the_nodes_after() -> None:
     b = report.bounds
     assert (b.nodes_after, b.lower_bound, b.ffd) == (1, 1, 1)
     assert b.per_resource == {"cpu": 1, "memory": 1, "pods": 1}
-    data = preview.as_dict(report)
+    data = render.as_dict(report)
     assert data["freeable"][0] == {"node": "n1", "podsToMove": 2, "evictions": 1,
                                    "hourlyPrice": None}
     assert data["heldBy"][0]["count"] == 1
-    assert "Could free 2 nodes" in preview.text(report)
+    assert "Could free 2 nodes" in render.text(report)
 
 
 @pytest.mark.parametrize(("pods", "in_use", "capacity", "lower"), [
@@ -169,7 +170,7 @@ def test_pods_the_simulation_does_not_judge_are_reported_with_their_reason() -> 
     report = preview.build(Snapshot(nodes=(node("n1"),), pods=pods), (DrainPlan("p"),))
     assert report.unsimulated == (preview.Unsimulated(
         "shop/a", "n1", "topology spread on zone (DoNotSchedule)"),)
-    assert "topology spread on zone" in preview.text(report)
+    assert "topology spread on zone" in render.text(report)
 
 
 def _doc(**over: Any) -> dict[str, Any]:
@@ -191,14 +192,14 @@ def _doc(**over: Any) -> dict[str, Any]:
 ])
 def test_policy_documents_go_through_the_controllers_validation(
         docs: list[Any], problems: list[str]) -> None:
-    chosen = preview.read_documents((f"f#{i}", d) for i, d in enumerate(docs, 1))
+    chosen = inputs.read_documents((f"f#{i}", d) for i, d in enumerate(docs, 1))
     assert len(chosen.problems) == len(problems), chosen.problems
     for line, start in zip(chosen.problems, problems, strict=True):
         assert line.startswith(start), line
 
 
 def test_a_namespaced_policy_without_a_namespace_lands_in_default() -> None:
-    chosen = preview.read_documents([("f#1", _doc(kind="CompactionPolicy"))])
+    chosen = inputs.read_documents([("f#1", _doc(kind="CompactionPolicy"))])
     assert not chosen.problems
     assert chosen.policies[0].namespace == "default"
 
@@ -209,7 +210,7 @@ def test_a_namespaced_policy_without_a_namespace_lands_in_default() -> None:
     (["m5.large"], {}, 1),
 ])
 def test_price_files(raw: Any, by_type: dict[str, float], problems: int) -> None:
-    found, said = preview.parse_prices(raw, "prices.yaml")
+    found, said = inputs.parse_prices(raw, "prices.yaml")
     assert found == by_type and len(said) == problems
 
 
@@ -229,9 +230,9 @@ def _spread(nodes: Sequence[NodeInfo]) -> list[PodInfo]:
 
 def _spread_snapshot() -> Snapshot:
     nodes = (node("n1"), node("n2"), node("n3"))
-    chosen = preview.read_documents([("f#1", _doc(spec={
+    chosen = inputs.read_documents([("f#1", _doc(spec={
         "scope": {"namespaceSelector": {"operator": "In", "values": ["shop"]}}}))])
-    return preview.with_policies(Snapshot(
+    return inputs.with_policies(Snapshot(
         nodes=nodes, pods=tuple(_spread(nodes)), namespaces={"shop": {}},
         workloads=(_deployment("web", "shop", 3),),
         owners=(OwnerInfo("ReplicaSet", "shop", "web-1", ("Deployment", "web"), {}),)), chosen)
@@ -282,9 +283,9 @@ def test_plot_without_matplotlib_says_so(tmp_path: Path,
 
 def _reads(snapshot: Snapshot) -> Callable[..., Coroutine[Any, Any, Snapshot]]:
     async def read(kubeconfig: str | None, context: str | None, policies: bool,
-                   progress: preview_cli.Progress | None = None,
-                   timeout: float = preview_cli.REQUEST_TIMEOUT,
-                   page: int = preview_cli.CHUNK_SIZE) -> Snapshot:
+                   progress: cluster_read.Progress | None = None,
+                   timeout: float = cluster_read.REQUEST_TIMEOUT,
+                   page: int = cluster_read.CHUNK_SIZE) -> Snapshot:
         return snapshot
     return read
 
@@ -300,7 +301,7 @@ class _Terminal(io.StringIO):
 
 def test_the_progress_line_is_rewritten_in_place_on_a_terminal_and_erased() -> None:
     term = _Terminal(True)
-    progress = preview_cli.Progress(term)
+    progress = cluster_read.Progress(term)
     progress.listed("/api/v1/nodes", 500)
     progress.listed("/api/v1/pods", 500)
     shown = term.getvalue()
@@ -312,7 +313,7 @@ def test_the_progress_line_is_rewritten_in_place_on_a_terminal_and_erased() -> N
 
 def test_no_progress_line_off_a_terminal() -> None:
     piped = _Terminal(False)
-    progress = preview_cli.Progress(piped)
+    progress = cluster_read.Progress(piped)
     progress.listed("/api/v1/pods", 500)
     progress.done()
     assert piped.getvalue() == "" and progress.objects == 500
@@ -374,7 +375,7 @@ def test_a_snapshot_shows_its_counts_not_its_records() -> None:
 def test_the_cluster_is_read_without_cyclic_collections_and_then_frozen_out_of_them() -> None:
     assert gc.isenabled()
     try:
-        with preview_cli.bulk_read():
+        with cluster_read.bulk_read():
             assert not gc.isenabled()
             kept = [{"pod": i} for i in range(1000)]
         assert gc.isenabled() and gc.get_freeze_count() >= len(kept)
