@@ -27,7 +27,7 @@ from controller.plan.scheduler_routing import Routing, judge, pod_cause
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.owned import OwnedInfo
 from controller.snapshot.pod import PodInfo
-from tests.unit.test_plan import (
+from tests.unit.controller.plan.test_decide import (
     ANNOTATED,
     NOW,
     RS,
@@ -37,7 +37,7 @@ from tests.unit.test_plan import (
     _policy,
     _snapshot,
 )
-from tests.unit.test_plan_taints import SETTLED, _untainted
+from tests.unit.controller.plan.test_taint_life import SETTLED, _untainted
 
 MIN = datetime.timedelta(minutes=1)
 DOWN_AFTER, RECOVERY = SETTINGS.scheduler_down_after, SETTINGS.scheduler_recovery

@@ -1,5 +1,5 @@
 """The runtime hook's decisions for one workload, as table tests: Pods and memory in, actions
-out (the hook is pure; ``tests/unit/test_executor.py`` covers carrying them out)."""
+out (the hook is pure; ``tests/unit/controller/act/test_executor.py`` covers carrying them out)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from controller.drain_planner.simulated_cluster import Cluster, SimNode, _holds,
 from controller.snapshot.constraints import AntiAffinity, Constraints, Taint, Toleration
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
-from tests.unit.test_planner import POLICY, node, pod
+from tests.unit.controller.drain_planner.test_planner import POLICY, node, pod
 
 POOLS = (LabelSelector(), LabelSelector((requirement("pool", Operator.IN, "a"),)),
          LabelSelector((requirement("zone", Operator.IN, "z1"),)))

@@ -9,7 +9,7 @@ from typing import Any
 from controller.plan.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
 from controller.plan.decide import plan
 from controller.snapshot.policies import PolicyInfo, parse_policy_info
-from tests.unit.test_plan import NOW, RS, SCHEDULER, SETTINGS, _deploy, _snapshot
+from tests.unit.controller.plan.test_decide import NOW, RS, SCHEDULER, SETTINGS, _deploy, _snapshot
 
 GOOD = {"scope": {"namespaceSelector": {"operator": "In", "values": ["shop"]}}}
 BAD = {**GOOD, "descheduler": {"interval": "0 24 * * *"}}

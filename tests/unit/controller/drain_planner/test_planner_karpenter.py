@@ -14,8 +14,8 @@ from controller.drain_planner.taint import drain_taint
 from controller.snapshot.constraints import Taint
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
-from tests.unit.test_drains_across_policies import ALL, _plans, _policy, _team
-from tests.unit.test_planner import NOW, node
+from tests.unit.controller.drain_planner.test_planner import NOW, node
+from tests.unit.controller.drain_planner.test_planner_policies import ALL, _plans, _policy, _team
 
 # What Karpenter's disruption and termination controllers put on a node they take away
 # (sigs.k8s.io/karpenter pkg/apis/v1 DisruptedNoScheduleTaint).

@@ -16,7 +16,7 @@ from controller.plan.between_passes import Memory
 from controller.plan.decide import plan
 from controller.snapshot.owner import OwnerInfo, owner_parser
 from controller.snapshot.pod import parse_pod
-from tests.unit.test_plan import NOW, RS, SETTINGS, _deploy, _policy, _snapshot
+from tests.unit.controller.plan.test_decide import NOW, RS, SETTINGS, _deploy, _policy, _snapshot
 
 NS = "compactor-system"
 CRON = "compactor-descheduler-p"

@@ -17,7 +17,15 @@ from controller.plan.decide import plan
 from controller.snapshot.constraints import Taint
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
-from tests.unit.test_plan import ANNOTATED, NOW, RS, SETTINGS, _deploy, _policy, _snapshot
+from tests.unit.controller.plan.test_decide import (
+    ANNOTATED,
+    NOW,
+    RS,
+    SETTINGS,
+    _deploy,
+    _policy,
+    _snapshot,
+)
 
 LABELLED_POD = {"compactor.dev/policy": "p", "compactor.dev/workload-kind": "Deployment"}
 ALLOCATABLE = {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 110_000}

@@ -30,7 +30,7 @@ from controller.snapshot.workload import WorkloadInfo, parse_workload
 from kubectl_compactor import cli as preview_cli
 from kubectl_compactor import cluster_read, inputs, render
 from kubectl_compactor import report as preview
-from tests.unit.test_planner import GI, NOW, node, pod
+from tests.unit.controller.drain_planner.test_planner import GI, NOW, node, pod
 
 R_KS = Reason(Code.PROTECTED_NAMESPACE, "pod kube-system/dns is in kube-system")
 R_PDB = Reason(Code.PDB, "pdb shop/web allows 0 disruptions")

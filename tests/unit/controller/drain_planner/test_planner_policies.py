@@ -19,7 +19,7 @@ from controller.drain_planner.planner import choose_drains
 from controller.snapshot.constraints import Taint
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
-from tests.unit.test_planner import NOW, node, pod
+from tests.unit.controller.drain_planner.test_planner import NOW, node, pod
 
 ALL = LabelSelector()
 POOL_A = LabelSelector((requirement("pool", Operator.IN, "a"),))

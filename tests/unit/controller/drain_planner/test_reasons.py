@@ -1,0 +1,23 @@
+"""One table of reason codes: every code says what it means for a group of nodes, and a Pod
+that never moves keeps its ``compaction.safety.Hold`` as its code."""
+
+from __future__ import annotations
+
+from compaction.safety import Hold
+from controller.drain_planner.reasons import CAUSES, Code
+
+
+def test_every_code_has_a_cause_and_nothing_else_has_one() -> None:
+    assert set(CAUSES) == set(Code)
+    assert all(CAUSES[c].strip() for c in Code)
+
+
+def test_every_hold_is_a_code_of_the_same_value() -> None:
+    assert {Code(h.value) for h in Hold} <= set(Code)
+
+
+def test_the_protected_namespaces_and_the_placeholder_priority_are_named_from_their_source(
+        ) -> None:
+    assert "kube-system" in CAUSES[Code.PROTECTED_NAMESPACE]
+    assert "compactor-system" in CAUSES[Code.PROTECTED_NAMESPACE]
+    assert "-10" in CAUSES[Code.PLACEHOLDER]
