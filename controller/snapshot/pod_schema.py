@@ -1,4 +1,4 @@
-"""The fields of a Pod that ``controller.snapshot.snapshot.parse_pod`` reads (and that an informer
+"""The fields of a Pod that ``controller.snapshot.pod.parse_pod`` reads (and that an informer
 keys and selects it by), as a schema to decode lists of Pods through.
 
 A Pod as the API server returns it is about 4 KB of JSON, most of it managed fields, volume
