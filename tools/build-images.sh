@@ -211,8 +211,8 @@ scratch_image() {
 rendered_command() { # rendered_command <file>: the first word of the container's command there
   sed -n 's/.*"command": \["\([^"]*\)".*/\1/p' "$root/controller/$1" | head -1
 }
-sched_cmd="$(rendered_command scheduler_objects.py)"
-desched_cmd="$(rendered_command descheduler.py)"
+sched_cmd="$(rendered_command components/scheduler.py)"
+desched_cmd="$(rendered_command components/descheduler.py)"
 [[ -n "$sched_cmd" && -n "$desched_cmd" ]] || fail "cannot find the commands the controller renders"
 path_env='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 scratch_image kube-scheduler "registry.k8s.io/kube-scheduler:$KUBERNETES_VERSION" "FROM scratch
