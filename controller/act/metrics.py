@@ -45,6 +45,10 @@ class ControllerMetrics:
             "compactor_controller_api_throttled", "Requests the API server answered with 429 "
             "Too Many Requests since the controller started; each was sent again after its "
             "Retry-After.", registry=r)
+        self.api_cache_behind = Gauge(
+            "compactor_controller_api_cache_behind", "List pages the API server answered with "
+            "'Too large resource version' since the controller started (its watch cache behind "
+            "the list); each was sent again, and a list still behind started over.", registry=r)
         self.informed_objects = Gauge(
             "compactor_controller_informed_objects", "Objects held by the controller's watch "
             "caches (every kind a pass reads).", registry=r)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import urllib.parse
 import urllib.request
@@ -38,6 +39,13 @@ MAX_RETRY_AFTER: Final = 5.0  # seconds; a longer ask is cut to this
 UNREACHABLE: Final = 0  # ApiError.status when no answer came back
 TIMED_OUT: Final = "Timeout"  # its reason when none came back in time
 PAGE: Final = 500  # objects per page of a paginated list
+# "Too large resource version" (504): the watch cache did not reach, in the 3 s the server
+# waits, the revision a continue page names (its first page's, read from etcd while the cache
+# lagged). Sent again a second later, as asked; past BEHIND_ATTEMPTS the list starts again.
+BEHIND_ATTEMPTS: Final = 4
+TOO_LARGE_CAUSE: Final = "ResourceVersionTooLarge"
+TOO_LARGE_MESSAGE: Final = "Too large resource version"  # servers before 1.18.6 name no cause
+log = logging.getLogger("compactor.controller")
 
 
 def retry_after(headers: Any) -> float:
@@ -70,8 +78,11 @@ def without_env_lookups(client: ApiClient) -> ApiClient:
 class ApiError(Exception):
     path = ""  # the request's path, set by ``Api.request`` (lists may run side by side)
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str,
+                 causes: tuple[str, ...] = (), retry_seconds: float = 1.0) -> None:
         self.status, self.reason, self.message = status, reason, message
+        self.causes = causes  # the Status's ``details.causes[].reason``
+        self.retry_seconds = retry_seconds  # its ``details.retryAfterSeconds``, capped
         super().__init__(f"HTTP {status} {reason}: {message[:300]}")
 
     @classmethod
@@ -82,14 +93,41 @@ class ApiError(Exception):
     def from_answer(cls, status: int, phrase: str, body: Any) -> ApiError:
         """The error an answer's Status object names (its reason and message), else the
         HTTP reason phrase."""
-        message, reason = phrase, ""
         try:
             status_object = orjson.loads(body or b"{}")
-            message = str(status_object.get("message", message))
-            reason = str(status_object.get("reason", ""))
-        except (orjson.JSONDecodeError, AttributeError, TypeError):
-            pass
-        return cls(status, reason, message)
+        except (orjson.JSONDecodeError, TypeError):
+            status_object = None
+        return cls.from_status(status, phrase, status_object)
+
+    @classmethod
+    def from_status(cls, status: int, phrase: str, status_object: Any) -> ApiError:
+        """The error a Status object (an answer's body, or a watch's ERROR event) names."""
+        if not isinstance(status_object, dict):
+            return cls(status, "", phrase)
+        details = d if isinstance(d := status_object.get("details"), dict) else {}
+        causes = [c for c in details.get("causes") or () if isinstance(c, dict)]
+        return cls(status, str(status_object.get("reason", "")),
+                   str(status_object.get("message", phrase)),
+                   tuple(str(c.get("reason", "")) for c in causes),
+                   retry_after({"Retry-After": details.get("retryAfterSeconds", 1)}))
+
+
+def cache_behind(e: ApiError) -> bool:
+    """Whether the answer is "Too large resource version", the watch cache behind the request;
+    any other 504 (a request past the server's own timeout) must not be sent again as it."""
+    return e.status == 504 and (TOO_LARGE_CAUSE in e.causes or TOO_LARGE_MESSAGE in e.message)
+
+
+class SnapshotNotServed(ApiError):
+    """A continue page the watch cache stayed behind for ``BEHIND_ATTEMPTS`` tries: a 410 as
+    an expired token's (each caller of ``Api.pages`` lists again on one), to start again from
+    a first page naming no resourceVersion, which the server reads from etcd if it must."""
+
+    def __init__(self, cause: ApiError, attempts: int) -> None:
+        super().__init__(410, "Expired", f"{cause.message} (a continue page, {attempts} "
+                         "tries): the API server's watch cache is behind the list's snapshot; "
+                         "list again from the start", cause.causes, cause.retry_seconds)
+        self.path = cause.path
 
 
 class ReadApi(Protocol):
@@ -138,6 +176,7 @@ class Api:
         self.requests = 0  # every request sent, watches included (for the metrics)
         self.watches = 0  # of those, the watches opened: each informer's, renewed every 5-10 min
         self.throttled = 0  # answers of 429, each waited out and sent again
+        self.behind = 0  # answers "Too large resource version" (a watch cache behind a list)
         self.timeout = 30.0  # seconds for one request and its answer; 0: no limit
 
     @classmethod
@@ -239,7 +278,8 @@ class Api:
                     limit: int = PAGE, decode: Decode = orjson.loads) -> AsyncIterator[Page]:
         """A list in pages of ``limit`` (one consistent snapshot): each page's items and the
         list's resourceVersion, each page's body decoded by ``decode`` (e.g. through a schema of
-        the fields the caller reads). An expired continue token raises ApiError(410).
+        the fields the caller reads). An expired continue token raises ApiError(410), as does
+        one the watch cache stays behind (``SnapshotNotServed``): the caller lists again.
 
         The next page is asked for before this one is handed over: the API server reads and
         encodes it while the caller parses this one (a large list takes half the time)."""
@@ -249,7 +289,7 @@ class Api:
                 query["labelSelector"] = label_selector
             if token:
                 query["continue"] = token
-            return asyncio.ensure_future(self.request("GET", path, query=query, decode=decode))
+            return asyncio.ensure_future(self._page(path, query, decode))
 
         pending: asyncio.Task[Obj] | None = ask("")
         try:
@@ -264,6 +304,29 @@ class Api:
                 pending.cancel()
                 with contextlib.suppress(asyncio.CancelledError, ApiError):
                     await pending
+
+    async def _page(self, path: str, query: dict[str, str], decode: Decode) -> Obj:
+        """One page, sent again while the watch cache is behind it, as client-go's reflector
+        does; a first page's "Too large" (only an older server's) is raised after the tries."""
+        page = "a continue page" if "continue" in query else "the first page"
+        for attempt in range(1, BEHIND_ATTEMPTS + 1):
+            try:
+                return await self.request("GET", path, query=query, decode=decode)
+            except ApiError as e:
+                if not cache_behind(e):
+                    raise
+                self.behind += 1
+                if attempt == BEHIND_ATTEMPTS:
+                    log.warning("listing %s: %s still not served after %d tries (%s)",
+                                path, page, attempt, e.message)
+                    if "continue" not in query:
+                        raise
+                    raise SnapshotNotServed(e, attempt) from e
+                log.info("listing %s: the API server's watch cache is behind %s (%s); "
+                         "asking again in %g s (try %d of %d)", path, page, e.message,
+                         e.retry_seconds, attempt + 1, BEHIND_ATTEMPTS)
+                await asyncio.sleep(e.retry_seconds)
+        raise AssertionError("unreachable")
 
     async def create(self, path: str, obj: Obj) -> Obj:
         return await self.request("POST", path, obj)
@@ -314,8 +377,7 @@ class Api:
                 event = orjson.loads(line)
                 kind, obj = str(event.get("type", "")), event.get("object") or {}
                 if kind == "ERROR":
-                    raise ApiError(int(obj.get("code", 500)), str(obj.get("reason", "")),
-                                   str(obj.get("message", "")))
+                    raise ApiError.from_status(int(obj.get("code", 500)), "", obj)
                 yield kind, obj
             ended = True
         finally:

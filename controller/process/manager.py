@@ -110,6 +110,7 @@ async def _main(settings: ControllerSettings) -> None:
     metrics.api_requests.set_function(lambda: float(api.requests))
     metrics.api_watches.set_function(lambda: float(api.watches))
     metrics.api_throttled.set_function(lambda: float(api.throttled))
+    metrics.api_cache_behind.set_function(lambda: float(api.behind))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -472,6 +472,7 @@ EXPECTED: dict[str, Check] = {
     "compactor_controller_api_requests": _each_controller(lambda v: v > 0),
     "compactor_controller_api_watches": _each_controller(lambda v: v > 0),
     "compactor_controller_api_throttled": _each_controller(lambda v: v >= 0),
+    "compactor_controller_api_cache_behind": _each_controller(lambda v: v >= 0),
     "compactor_controller_informed_objects": _each_controller(lambda v: v > 0),
     "compactor_controller_leader": _leader,
     "compactor_plan_duration_seconds": _reconcile_passes,
