@@ -19,7 +19,7 @@ from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
 from controller.drain_planner.drain_plan import Member
 from controller.drain_planner.reasons import Code, Reason
-from controller.snapshot.pdb import PdbInfo
+from controller.snapshot.pdb import PdbInfo, eviction_refused
 from controller.snapshot.pod import PodInfo
 
 
@@ -82,9 +82,14 @@ def blocker(pod: PodInfo, member: Member, scope: Scope, pdbs: Sequence[PdbInfo],
     if refusal is Refusal.SUPPRESSED:
         code, text = _REFUSED[refusal]
         return Reason(code, f"{who(pod)} {text}")
-    for pdb in pdbs:
-        if pdb.covers(pod) and pdb.disruptions_allowed <= 0:
-            return Reason(Code.PDB, f"pdb {pdb.namespace}/{pdb.name} allows 0 disruptions")
+    refused = eviction_refused(pod, pdbs)
+    if isinstance(refused, tuple):
+        return Reason(Code.MULTIPLE_PDBS, f"{who(pod)} is matched by PodDisruptionBudgets "
+                      f"{', '.join(f'{p.namespace}/{p.name}' for p in refused)}: the Eviction "
+                      "API refuses a Pod under more than one")
+    if refused is not None:
+        return Reason(Code.PDB,
+                      f"pdb {refused.namespace}/{refused.name} allows 0 disruptions")
     if refusal is not None:
         code, text = _REFUSED[refusal]
         return Reason(code, f"{who(pod)} {text}")

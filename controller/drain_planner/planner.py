@@ -244,6 +244,8 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
         reason = (
             Reason(Code.TIMED_OUT, f"the drain did not finish within {drain_timeout}")
             if started is not None and now - started > drain_timeout
+            else Reason(Code.NOT_READY, "node turned not ready while it drained")
+            if not site.node.info.ready
             else site.blockers[0] if site.blockers
             else Reason(Code.LEAVING, "node is being removed by an autoscaler")
             if leaving(site.node.info)

@@ -30,6 +30,7 @@ class Code(StrEnum):
     PVC = Hold.PVC.value
     SUPPRESSED = "suppressed"
     PDB = "pdb"
+    MULTIPLE_PDBS = "multiple_pdbs"
     EVICTOR_SELECTOR = "evictor_selector"
     TOLERATES_DRAIN = "tolerates_drain"
     NO_EVICTIONS = "no_evictions"
@@ -64,6 +65,7 @@ CAUSES: Final[Mapping[Code, str]] = {
     Code.PVC: "pod with a PersistentVolumeClaim",
     Code.SUPPRESSED: "pod of a suppressed workload",
     Code.PDB: "PodDisruptionBudget allowing 0 disruptions",
+    Code.MULTIPLE_PDBS: "pod under more than one PodDisruptionBudget (never evictable)",
     Code.EVICTOR_SELECTOR: "pod outside the policy's evictor label selector",
     Code.TOLERATES_DRAIN: "pod tolerating the drain taint",
     Code.NO_EVICTIONS: "policy whose descheduler may evict 0 Pods",

@@ -41,7 +41,7 @@ from controller.plan.events import workload_event
 from controller.plan.membership import Membership
 from controller.plan.workload_metadata import intent_of
 from controller.snapshot.fields import format_time
-from controller.snapshot.pdb import PdbInfo
+from controller.snapshot.pdb import PdbInfo, eviction_refused
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.workload import WorkloadInfo, WorkloadKey
 
@@ -164,7 +164,7 @@ def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
         if m is None or m.policy is None or not m.policy.set_labels_by_eviction or \
                 m.policy.id in out or pod.phase != "Running" or m.workload.suppressed:
             continue
-        if any(pdb.covers(pod) and pdb.disruptions_allowed <= 0 for pdb in pdbs):
+        if eviction_refused(pod, pdbs) is not None:
             continue
         which = (m.policy.id, m.workload.view.kind)
         if which not in intents:

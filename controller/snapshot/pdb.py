@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,19 @@ class PdbInfo:
     def covers(self, pod: PodInfo) -> bool:
         return (self.selector is not None and pod.namespace == self.namespace
                 and self.selector.matches(pod.labels))
+
+
+def eviction_refused(pod: PodInfo, pdbs: Iterable[PdbInfo]) -> PdbInfo | tuple[PdbInfo, ...] | None:
+    """What makes the Eviction API refuse the Pod now: the one budget that covers it and
+    allows no disruption, or every budget when more than one covers it (the eviction
+    subresource supports one budget per Pod, and refuses the Pod for as long as two match).
+    None when an eviction may go through."""
+    covering = tuple(p for p in pdbs if p.covers(pod))
+    if len(covering) > 1:
+        return covering
+    if covering and covering[0].disruptions_allowed <= 0:
+        return covering[0]
+    return None
 
 
 def parse_pdb(obj: Mapping[str, Any]) -> PdbInfo:

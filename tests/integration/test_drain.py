@@ -12,8 +12,8 @@ import yaml
 
 from controller.kubeapi.client import Api
 from controller.process.reconciler import Reconciler
-from localcluster import Cluster, Kube
-from localcluster.cluster.control_plane import NodeShape
+from localcluster import ApiError, Cluster, Kube
+from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies
 from tests.integration.helpers import HARNESS_PLAN, descheduler_dry_run, pod_template, running_pods
@@ -235,3 +235,64 @@ async def test_two_teams_policies_drain_a_shared_node_each_evicting_only_its_own
     finally:
         for ns in teams:
             kube.delete(path("namespaces", name=ns))
+
+
+def _budget(name: str, app: str) -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"maxUnavailable": 5, "selector": {"matchLabels": {"app": app}}}}
+
+
+@pytest.mark.asyncio
+async def test_a_pod_under_two_budgets_blocks_its_node_as_the_eviction_api_refuses_it(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler) -> None:
+    """Each budget allows disruptions, yet the API server refuses every eviction of a Pod two
+    of them cover: the plan must not drain a node that could never empty."""
+    pool, dense, sparse = _setup(cluster, kube, namespace)
+    for budget in ("light-a", "light-b"):
+        kube.create(path("poddisruptionbudgets", namespace), _budget(budget, "light"))
+    wait_for("both budgets counted", lambda: all(
+        (kube.get(path("poddisruptionbudgets", namespace, b)).get("status") or {}).get(
+            "disruptionsAllowed", 0) > 0 for b in ("light-a", "light-b")))
+    pod = kube.items(path("pods", namespace), "app=light")[0]["metadata"]["name"]
+    with pytest.raises(ApiError) as refused:
+        kube.evict(namespace, pod)
+    assert "more than one PodDisruptionBudget" in refused.value.message
+
+    name = _policy(compaction_policies, namespace, pool)
+    summary = await in_process_reconciler.reconcile()
+    assert not summary.errors, summary.errors
+    assert _drain_taint(kube, sparse) is None
+    for p in kube.items(path("pods", namespace), "app=light"):
+        assert "compactor.dev/draining" not in p["metadata"]["labels"]
+    reasons = [r for u in kube.get(compaction_policies.path(name))["status"]["plan"][
+        "unremovable"] if u["node"] == sparse for r in u["reasons"]]
+    assert any(f"PodDisruptionBudgets {namespace}/light-a, {namespace}/light-b" in r
+               for r in reasons), reasons
+
+
+@pytest.mark.asyncio
+async def test_a_draining_node_that_turns_not_ready_is_untainted_at_once(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler) -> None:
+    """Evictions from a node whose kubelet is gone never finish: the drain stops there and
+    then, not at the drain timeout."""
+    pool, dense, sparse = _setup(cluster, kube, namespace)
+    _policy(compaction_policies, namespace, pool)
+    await in_process_reconciler.reconcile()
+    assert _drain_taint(kube, sparse) is not None
+    # kwok keeps the nodes it runs Ready unless told to leave a node's status alone.
+    kube.patch(path("nodes", name=sparse), {"metadata": {"annotations": {MANUAL_STATUS: "manual"}}})
+    node = kube.get(path("nodes", name=sparse))
+    conditions = [{**c, "status": "Unknown", "reason": "NodeStatusUnknown"}
+                  if c["type"] == "Ready" else c for c in node["status"]["conditions"]]
+    kube.patch(path("nodes", name=sparse, sub="status"), {"status": {"conditions": conditions}},
+               "strategic")
+    wait_for("the node shown not ready", lambda: not any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in kube.get(path("nodes", name=sparse))["status"]["conditions"]))
+    summary = await in_process_reconciler.reconcile()
+    assert not summary.errors, summary.errors
+    assert _drain_taint(kube, sparse) is None
+    (event,) = _events(kube, "Node", sparse, "NodeNotConsolidatable")[:1]
+    assert "turned not ready while it drained" in event["message"]

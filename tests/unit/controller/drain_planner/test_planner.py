@@ -226,6 +226,23 @@ def test_a_pdb_allowing_no_disruption_blocks_and_one_allowing_some_does_not() ->
     assert other_ns.freeable == ("sparse",)
 
 
+def test_a_pod_under_two_pdbs_blocks_whatever_they_allow() -> None:
+    """The Eviction API refuses a Pod more than one budget covers, however many disruptions
+    each allows: a drain could never finish there."""
+    pods = [*DENSE, pod("s1", "sparse", labels={"app": "payments", "tier": "front"})]
+    by_app = PdbInfo("shop", "pay", LabelSelector((requirement("app", Operator.IN, "payments"),)),
+                     5)
+    by_tier = PdbInfo("shop", "front", LabelSelector((requirement("tier", Operator.IN,
+                                                                  "front"),)), 5)
+    plan = _plan([node("dense"), node("sparse")], pods, pdbs=[by_app, by_tier])
+    assert "sparse" not in plan.freeable and "sparse" not in plan.draining
+    (reason,) = [r for u in plan.unremovable if u.node == "sparse" for r in u.reasons]
+    assert reason.code == "multiple_pdbs"
+    assert reason.text == ("pod shop/s1 is matched by PodDisruptionBudgets shop/pay, "
+                           "shop/front: the Eviction API refuses a Pod under more than one")
+    assert _plan([node("dense"), node("sparse")], pods, pdbs=[by_app]).freeable == ("sparse",)
+
+
 def test_daemonset_and_mirror_pods_never_block() -> None:
     pods = [*DENSE, pod("s1", "sparse"), pod("agent", "sparse", owner=("DaemonSet", "agent")),
             pod("static", "sparse", owner=("Node", "sparse"),
@@ -370,6 +387,9 @@ def test_a_drain_in_progress_is_kept_finished_or_abandoned() -> None:
     (left,) = _plan([node("dense", labels={"pool": "a"}), _draining("sparse")], pods,
                     pool=pool).abandoned
     assert left.reasons[0].code == "left_pool"
+    down = replace(_draining("sparse"), ready=False)
+    (lost,) = _plan([node("dense"), down], pods).abandoned
+    assert lost.reasons[0].code == "not_ready" and lost.node == "sparse"
 
 
 def test_a_drain_under_way_is_the_whole_plans_whoever_started_it() -> None:
