@@ -111,7 +111,7 @@ def _site(node: SimNode, scopes: Mapping[str, Scope],
     constraints, and every Pod outlives the plan (so no id is reused while it runs)."""
     site = _Site(node)
     for pod in node.pods:
-        if pod.daemon or pod.mirror:
+        if pod.daemon or pod.mirror or pod.deleting:  # a Terminating Pod leaves by itself
             continue
         if is_placeholder(pod.priority):
             site.riders.append(pod)

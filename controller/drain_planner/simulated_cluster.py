@@ -122,7 +122,12 @@ class Cluster:
         least: dict[str, int] | None = None
         for pod in pods:
             node = self.nodes.get(pod.node_name)
-            if node is not None and pod.occupies and not pod.deleting:
+            if node is not None and pod.occupies:
+                # A Terminating Pod holds its room until it is gone, for kube-scheduler too;
+                # a StatefulSet's is recreated under its name only then, so its replacement's
+                # room is spoken for now as well.
+                if pod.deleting and pod.owner is not None and pod.owner[0] == "StatefulSet":
+                    pending.append(pod)
                 needs = needs_of(pod)
                 self._add(node, pod, needs)
                 if least is None:
@@ -149,14 +154,16 @@ class Cluster:
         self._reserve(pending)
 
     def _reserve(self, pending: Sequence[PodInfo]) -> None:
-        """Pods not yet scheduled (an evicted Pod's replacement, say) take room on the node
+        """Pods not yet scheduled (an evicted Pod's replacement, say, or the one a Terminating
+        StatefulSet Pod will get) take room on the node
         the scheduler would give them before anything else is planned: otherwise a pass that
         runs while they wait drains a node into room that is already spoken for. Their
         destination is no candidate meanwhile; they are nobody's to evict."""
         ordered = sorted((n for n in self.nodes.values() if n.open), key=rank)
         for pod in sorted(pending, key=largest_first):
             needs = needs_of(pod)
-            target = self.place(pod, needs, ordered)
+            # A replacement yet to come takes no room where its predecessor still holds it.
+            target = self.place(pod, needs, ordered, self.nodes.get(pod.node_name))
             if target is None:
                 continue  # it stays Pending in the cluster too
             for r, amount in needs.items():

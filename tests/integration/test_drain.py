@@ -16,7 +16,13 @@ from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies
-from tests.integration.helpers import HARNESS_PLAN, descheduler_dry_run, pod_template, running_pods
+from tests.integration.helpers import (
+    HARNESS_PLAN,
+    descheduler_dry_run,
+    hold_running,
+    pod_template,
+    running_pods,
+)
 
 
 def _pool(cluster: Cluster, kube: Kube) -> tuple[str, str, str]:
@@ -296,3 +302,42 @@ async def test_a_draining_node_that_turns_not_ready_is_untainted_at_once(
     assert _drain_taint(kube, sparse) is None
     (event,) = _events(kube, "Node", sparse, "NodeNotConsolidatable")[:1]
     assert "turned not ready while it drained" in event["message"]
+
+
+@pytest.mark.asyncio
+async def test_room_a_terminating_statefulset_pods_replacement_needs_takes_no_planned_move(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler) -> None:
+    """The StatefulSet recreates its Pod only once the old one is gone (held here by a
+    finalizer), and kube-scheduler will want room for it then: the plan may not give that room
+    to the Pods of a node it drains."""
+    pool, dense, sparse = _setup(cluster, kube, namespace)
+    template = pod_template({"app": "db"}, "1750m")
+    template["spec"]["nodeName"] = sparse
+    # kwok would strip the finalizer below and delete the Pod at once: it leaves this one be.
+    template["metadata"]["annotations"] = {MANUAL_STATUS: "manual"}
+    kube.create(path("statefulsets", namespace), {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+        "spec": {"replicas": 1, "serviceName": "db",
+                 "selector": {"matchLabels": {"app": "db"}}, "template": template}})
+    wait_for("db running", lambda: hold_running(kube, namespace) >= 1 and running_pods(
+        kube, namespace, "app=db", 1))
+    held = path("pods", namespace, "db-0")
+    kube.patch(held, {"metadata": {"finalizers": ["compactor.test/hold"]}})
+    kube.delete(held)
+    try:
+        wait_for("db-0 terminating", lambda: kube.get(held)["metadata"].get(
+            "deletionTimestamp") is not None)
+        name = _policy(compaction_policies, namespace, pool)
+        summary = await in_process_reconciler.reconcile()
+        assert not summary.errors, summary.errors
+        # dense has 2 CPU free: db-0's replacement (1750m) or the light Pods (500m), not both.
+        assert _drain_taint(kube, sparse) is None
+        for p in kube.items(path("pods", namespace), "app=light"):
+            assert "compactor.dev/draining" not in p["metadata"]["labels"]
+        reasons = [r for u in kube.get(compaction_policies.path(name))["status"]["plan"][
+            "unremovable"] if u["node"] == sparse for r in u["reasons"]]
+        assert any("does not fit elsewhere" in r for r in reasons), reasons
+        assert kube.get(held)["metadata"].get("deletionTimestamp"), "db-0 left too early"
+    finally:
+        kube.patch(held, {"metadata": {"finalizers": None}})

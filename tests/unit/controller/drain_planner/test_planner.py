@@ -226,6 +226,26 @@ def test_a_pdb_allowing_no_disruption_blocks_and_one_allowing_some_does_not() ->
     assert other_ns.freeable == ("sparse",)
 
 
+def test_a_terminating_pod_keeps_its_room_and_a_statefulset_ones_replacement_is_spoken_for(
+        ) -> None:
+    """kube-scheduler counts a Terminating Pod's requests until it is gone, and a StatefulSet
+    recreates its Pod under the same name only then: neither room may take a planned move."""
+    pods = [pod("d1", "dense", 1), pod("d2", "dense", 1), pod("s1", "sparse", 0.5)]
+    nodes = [node("dense"), node("sparse")]
+    assert _plan(nodes, pods).freeable == ("sparse",)
+    leaving = pod("old", "dense", 1.75, deleting=True)
+    held = _plan(nodes, [*pods, leaving])
+    assert "sparse" not in held.freeable and ("shop", "s1") not in held.moves
+    # The StatefulSet's Pod leaves the candidate itself; its replacement takes dense's room.
+    db = pod("db-0", "sparse", 1.75, owner=("StatefulSet", "db"), deleting=True)
+    spoken = _plan(nodes, [*pods, db])
+    assert "sparse" not in spoken.freeable and ("shop", "s1") not in spoken.moves
+    assert any("does not fit elsewhere" in r for r in _reasons(spoken, "sparse"))
+    # A Deployment's Terminating Pod there leaves nothing to reserve: its replacement exists.
+    web = pod("web-x", "sparse", 1.75, deleting=True)
+    assert _plan(nodes, [*pods, web]).freeable == ("sparse",)
+
+
 def test_a_pod_under_two_pdbs_blocks_whatever_they_allow() -> None:
     """The Eviction API refuses a Pod more than one budget covers, however many disruptions
     each allows: a drain could never finish there."""
