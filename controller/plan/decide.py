@@ -116,7 +116,10 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     drains, memo = drain_memo.reuse_or_choose(
         memory.drains, d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
         snapshot.pdbs, now, settings.drain_timeout, d.paused)
-    draining = {key: p.policy for p in drains for node in p.draining for key in p.evict[node]}
+    # A drain under way pauses while its Pods' scheduler cannot schedule: the taint stays, and
+    # no Pod keeps the mark its descheduler evicts by (an evictee would wait for the scheduler).
+    draining = {key: p.policy for p in drains if p.policy not in d.waiting
+                for node in p.draining for key in p.evict[node]}
     label_pods(snapshot.pods, d.members, draining, d.health.routes, out)
     run_hook(d.workloads, d.members, d.node_labels, d.pools, snapshot.pods,
              settings.intent_grace, settings.exempt_schedulers, memory, now, d.waiting, out)

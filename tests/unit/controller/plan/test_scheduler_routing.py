@@ -37,7 +37,7 @@ from tests.unit.controller.plan.test_decide import (
     _policy,
     _snapshot,
 )
-from tests.unit.controller.plan.test_taint_life import SETTLED, _untainted
+from tests.unit.controller.plan.test_taint_life import SETTLED, _nodes, _untainted
 
 MIN = datetime.timedelta(minutes=1)
 DOWN_AFTER, RECOVERY = SETTINGS.scheduler_down_after, SETTINGS.scheduler_recovery
@@ -192,6 +192,24 @@ def test_no_new_drain_starts_while_the_scheduler_cannot_schedule() -> None:
 
     assert drains(UP) == ("sparse",)
     assert drains(DOWN) == ()
+
+
+def test_a_drain_under_way_pauses_while_the_scheduler_cannot_schedule() -> None:
+    """The node keeps its taint, and its Pods lose the mark the descheduler evicts by: an
+    evictee would wait for a scheduler that cannot place it."""
+    marked = replace(SETTLED[1], labels={**SETTLED[1].labels, "compactor.dev/draining": "p"})
+
+    def draining_label(own: tuple[OwnedInfo, ...]) -> tuple[tuple[str, ...], Any]:
+        p = plan(_snapshot(nodes=_nodes(), owners=(RS,), policies=(_policy(),), own=own,
+                           workloads=(_deploy({"compactor.dev/policy": "p"}, ANNOTATED),),
+                           pods=(SETTLED[0], marked)), SETTINGS, NOW)
+        patches = [a.body["metadata"].get("labels", {}) for a in p.of(Patch)
+                   if a.path.endswith(f"/pods/{marked.name}")]
+        return p.drains[0].draining, patches[0].get("compactor.dev/draining", "kept") \
+            if patches else "kept"
+
+    assert draining_label(UP) == (("sparse",), "kept")
+    assert draining_label(DOWN) == (("sparse",), None)
 
 
 PULL = ('Back-off pulling image "registry.k8s.io/kube-scheduler:v0.0.0-missing": '
