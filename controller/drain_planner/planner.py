@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from compaction.descheduler_scope import DeschedulerScope
-from compaction.policy import DefaultEvictor, Policy
+from compaction.policy import DefaultEvictor, Policy, SchedulerMode
 from compaction.safety import Hold, eviction_hold, is_placeholder
 from compaction.selector import LabelSelector
 from compaction.utilization import Utilization, is_underutilized
@@ -183,12 +183,21 @@ def _gates(site: _Site, governing: Sequence[Scope]) -> list[Reason]:
 
 
 def _passengers(site: _Site, scopes: Mapping[str, Scope], governing: Sequence[Scope]
-                ) -> list[tuple[PodInfo, LabelSelector]]:
+                ) -> tuple[list[tuple[PodInfo, LabelSelector]], set[tuple[str, str]]]:
     """Every Pod that must leave the node, with the pool it may go to: its policy's; for a
-    placeholder, the pool of the first policy judging the node."""
+    placeholder, the pool of the first policy judging the node. And the Pods whose
+    replacements a scheduler other than the compaction scheduler places."""
     rider_pool = governing[0].pool if governing else LabelSelector()
+    unread = {p.key for policy, pods in site.movable.items()
+              if scopes[policy].policy.scheduler.mode is not SchedulerMode.MANAGED for p in pods}
     return [*((p, scopes[policy].pool) for policy, pods in sorted(site.movable.items())
-              for p in pods), *((p, rider_pool) for p in site.riders)]
+              for p in pods), *((p, rider_pool) for p in site.riders)], unread
+
+
+def _move(cluster: Cluster, site: _Site, scopes: Mapping[str, Scope],
+          governing: Sequence[Scope]) -> Reason | None:
+    passengers, unread = _passengers(site, scopes, governing)
+    return cluster.move(passengers, site.name, unread)
 
 
 def _order(site: _Site) -> tuple[int, float, str]:
@@ -252,7 +261,7 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
             else Reason(Code.LEFT_POOL, "node left the policy's node pool") if outside
             else Reason(Code.DESCHEDULER_DISABLED, f"policy {stopped.policy.id}'s descheduler "
                         "is disabled") if stopped
-            else cluster.move(_passengers(site, scopes, governing), name))
+            else _move(cluster, site, scopes, governing))
         if reason is None:
             out.freeable.append(name)
             out.draining.append(name)
@@ -270,7 +279,7 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
         governing = _governing(site, scopes)
         reasons = site.blockers + _gates(site, governing)
         if not reasons:
-            failure = cluster.move(_passengers(site, scopes, governing), site.name)
+            failure = _move(cluster, site, scopes, governing)
             if failure is None:
                 out.freeable.append(site.name)
                 if site.movable and all(_may_start(scopes[p], paused, budget)

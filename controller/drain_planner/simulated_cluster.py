@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -275,10 +275,14 @@ class Cluster:
             return "required anti-affinity on the hostname"
         return "no node has room for all it requests at once"
 
-    def move(self, pods: Sequence[tuple[PodInfo, LabelSelector]], source: str
-             ) -> Reason | None:
+    def move(self, pods: Sequence[tuple[PodInfo, LabelSelector]], source: str,
+             unread: Collection[tuple[str, str]] = ()) -> Reason | None:
         """Place every Pod of ``source`` elsewhere, each within its own pool (the nodes its
-        policy's descheduler judges fit), or none: the reason it failed, or None."""
+        policy's descheduler judges fit), or none: the reason it failed, or None.
+
+        ``unread``: the Pods whose replacements another scheduler places (the default one,
+        or an external one), whose configuration the API does not show: each moves only where
+        that scheduler has no choice, to the one node that admits it."""
         wanted = [needs_of(p) for p, _ in pods]
         # By identity: a policy's Pods share its pool, and hashing a selector per Pod costs
         # more than placing the Pod.
@@ -290,6 +294,18 @@ class Cluster:
         placed: list[tuple[SimNode, PodInfo, dict[str, int]]] = []
         for (pod, pool), needs in sorted(zip(pods, wanted, strict=True),
                                          key=lambda pn: largest_first(pn[0][0])):
+            if pod.key in unread:
+                target, choices = self._only_choice(pod, needs, skip, orders[id(pool)])
+                if target is None:
+                    self._undo(placed)
+                    return Reason(Code.UNCERTAIN_DESTINATION, (
+                        f"pod {pod.namespace}/{pod.name} is placed by a scheduler the plan "
+                        "cannot read, and " + (
+                            "the one node that admits it is no destination" if choices == 1
+                            else f"{choices} nodes admit it")))
+                self._put(target, pod, needs)
+                placed.append((target, pod, needs))
+                continue
             target = self.place(pod, needs, orders[id(pool)], skip)
             if target is None:
                 # Judged before the undo: the room its siblings took is what it lacks.
@@ -304,6 +320,19 @@ class Cluster:
             self.moves[pod.key] = node.info.name
         self.empty(source)
         return None
+
+    def _only_choice(self, pod: PodInfo, needs: Mapping[str, int], source: SimNode,
+                     destinations: Sequence[SimNode]) -> tuple[SimNode | None, int]:
+        """The one node any scheduler must give ``pod``, and how many admit it: every node
+        that takes Pods counts (empty ones, other pools', drain-tainted ones: a soft taint
+        only weighs), and the one must be a destination of its pool."""
+        admitting = [n for n in self.nodes.values()
+                     if n is not source and n.info.name not in self.emptied and n.info.ready
+                     and not n.info.unschedulable and not leaving(n.info)
+                     and self.fits(pod, needs, n)]
+        if len(admitting) == 1 and any(n is admitting[0] for n in destinations):
+            return admitting[0], 1
+        return None, len(admitting)
 
     def empty(self, name: str) -> None:
         """The simulation emptied ``name``: it takes no Pod any more."""

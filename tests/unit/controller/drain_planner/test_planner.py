@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.policy import Policy
+from compaction.policy import Policy, SchedulerMode
 from compaction.quantity import add
 from compaction.selector import LabelSelector, Operator, requirement
 from compaction.validation import parse_policy
@@ -244,6 +244,36 @@ def test_a_terminating_pod_keeps_its_room_and_a_statefulset_ones_replacement_is_
     # A Deployment's Terminating Pod there leaves nothing to reserve: its replacement exists.
     web = pod("web-x", "sparse", 1.75, deleting=True)
     assert _plan(nodes, [*pods, web]).freeable == ("sparse",)
+
+
+UNREAD = replace(POLICY, scheduler=replace(POLICY.scheduler, use_managed_scheduler=False))
+
+
+@pytest.mark.parametrize(("nodes", "freeable", "text"), [
+    pytest.param([node("dense"), node("other"), node("sparse")], (),
+                 "pod shop/s1 is placed by a scheduler the plan cannot read, and 2 nodes "
+                 "admit it", id="two-choices"),
+    pytest.param([node("dense"), node("other", cpu=1.2), node("sparse")], ("sparse",), "",
+                 id="one-choice"),
+    pytest.param([node("dense", cpu=2.6), node("spare"), node("sparse")], (),
+                 "pod shop/s1 is placed by a scheduler the plan cannot read, and the one node "
+                 "that admits it is no destination", id="the-one-choice-is-empty"),
+])
+def test_pods_another_scheduler_places_move_only_where_it_has_no_choice(
+        nodes: list[NodeInfo], freeable: tuple[str, ...], text: str) -> None:
+    """The default or an external scheduler's configuration cannot be read from the API: its
+    choice is known only when one node admits the Pod, and that node must be in use."""
+    pods = [*DENSE, pod("o1", "other", 1), pod("s1", "sparse", 0.5)]
+    assert UNREAD.scheduler.mode is SchedulerMode.DESCHEDULER_ONLY
+    plan = _plan(nodes, pods, policy=UNREAD)
+    assert tuple(n for n in plan.freeable if n == "sparse") == freeable
+    if text:
+        assert text in _reasons(plan, "sparse")
+    # The compaction scheduler's choice is the simulation's: where a node in use takes the
+    # Pod, the same cluster drains.
+    if text != "" and "no destination" in text:
+        return
+    assert "sparse" in _plan(nodes, pods).freeable
 
 
 def test_a_pod_under_two_pdbs_blocks_whatever_they_allow() -> None:
