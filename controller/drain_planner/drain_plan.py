@@ -12,7 +12,7 @@ from typing import Final
 from compaction.policy import DeschedulerSpec
 from compaction.workload import WorkloadType
 from controller.drain_planner.reasons import Reason
-from controller.drain_planner.simulated_cluster import largest_first
+from controller.drain_planner.sim_node import largest_first
 from controller.snapshot.pod import PodInfo
 
 DRAIN_TIMEOUT: Final = datetime.timedelta(hours=6)

@@ -43,7 +43,8 @@ from controller.drain_planner.drain_plan import (
 )
 from controller.drain_planner.eligibility import Scope, _hold_reason, blocker
 from controller.drain_planner.reasons import Code, Reason
-from controller.drain_planner.simulated_cluster import Cluster, SimNode, leaving, utilization
+from controller.drain_planner.sim_node import SimNode, leaving, utilization
+from controller.drain_planner.simulated_cluster import Cluster
 from controller.drain_planner.taint import drain_owner, tolerates_drain
 from controller.snapshot.constraints import Taint
 from controller.snapshot.fields import parse_time

@@ -17,7 +17,8 @@ from compaction.selector import LabelSelector, Operator, requirement
 from compaction.workload import WorkloadType
 from controller.drain_planner.drain_plan import Member
 from controller.drain_planner.memo import inputs_key
-from controller.drain_planner.simulated_cluster import Cluster, SimNode, _holds, rank
+from controller.drain_planner.sim_node import SimNode
+from controller.drain_planner.simulated_cluster import Cluster, _holds, rank
 from controller.snapshot.constraints import AntiAffinity, Constraints, Taint, Toleration
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo

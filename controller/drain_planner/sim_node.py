@@ -1,0 +1,82 @@
+"""A node as the drain planner's simulation fills it, and what the simulation asks of one Pod: what
+it takes of a node, the order it is placed in. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from compaction import quantity
+from compaction.safety import is_placeholder
+from compaction.utilization import Utilization
+from controller.snapshot.node import NodeInfo
+from controller.snapshot.pod import PodInfo
+
+# Taints of nodes another autoscaler is removing: never a destination, never a candidate.
+LEAVING_TAINTS: Final = frozenset({
+    "ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler",
+    "karpenter.sh/disrupted", "karpenter.sh/disruption"})
+
+
+@dataclass(eq=False)
+class SimNode:
+    """A node as the simulation fills it: what is free on it and who runs there."""
+
+    info: NodeInfo
+    free: dict[str, int]  # allocatable minus every request placed here, per resource
+    pods: list[PodInfo]
+    repels: int = 0  # Pods here with required hostname anti-affinity
+    # Pods here that keep the node in use: not a DaemonSet's, mirror or placeholder Pod (the
+    # Pods not yet scheduled that the simulation gave it included).
+    hosts: int = 0
+    # Ready, schedulable, not leaving, not draining: it may take Pods.
+    open: bool = True
+    hard_taints: bool = False  # NoSchedule or NoExecute taints a Pod must tolerate
+    # (-score, name): sorting by it puts the most allocated first. Kept current by
+    # ``rescore`` whenever ``free`` changes, so that the orderings a plan sorts hundreds of
+    # times compare stored tuples instead of recomputing every score.
+    rank: tuple[float, str] = (0.0, "")
+
+    def __post_init__(self) -> None:
+        self.rescore()
+
+    def rescore(self) -> None:
+        self.rank = (-self.score(), self.info.name)
+
+    def score(self) -> float:
+        """Its MostAllocated score (cpu and memory, weight 1 each, 0-100)."""
+        total, count = 0.0, 0
+        for resource in ("cpu", "memory"):
+            capacity = self.info.allocatable.get(resource, 0)
+            if capacity > 0:
+                total += 100.0 * (capacity - self.free.get(resource, 0)) / capacity
+                count += 1
+        return total / count if count else 0.0
+
+
+def utilization(node: SimNode) -> Utilization:
+    def percent(resource: str) -> float:
+        capacity = node.info.allocatable.get(resource, 0)
+        used = capacity - node.free.get(resource, 0)
+        return 100.0 * used / capacity if capacity else 100.0
+    return Utilization(percent("cpu"), percent("memory"), percent("pods"))
+
+
+def leaving(node: NodeInfo) -> bool:
+    return any(t.key in LEAVING_TAINTS for t in node.taints)
+
+
+def needs_of(pod: PodInfo) -> dict[str, int]:
+    """What ``pod`` takes of a node: its requests and one Pod."""
+    needs = dict(pod.requests)
+    needs["pods"] = needs.get("pods", 0) + quantity.UNIT
+    return needs
+
+
+def keeps_in_use(pod: PodInfo) -> bool:
+    return not (pod.daemon or pod.mirror or is_placeholder(pod.priority))
+
+
+def largest_first(pod: PodInfo) -> tuple[int, int, str]:
+    """The order the simulation places a node's Pods in, as first-fit decreasing packs."""
+    return (-pod.requests.get("cpu", 0), -pod.requests.get("memory", 0), pod.name)
