@@ -21,9 +21,9 @@ def as_dict(report: Report) -> dict[str, Any]:
         "emptyNodes": list(report.empty),
         "freeable": [{"node": f.node, "podsToMove": f.pods, "evictions": f.evictions,
                       "hourlyPrice": f.hourly} for f in report.freeable],
-        "stays": {name: [{"code": r.code, "reason": r.text} for r in rs]
+        "stays": {name: [{"code": r.code.value, "reason": r.text} for r in rs]
                   for name, rs in report.stays.items()},
-        "heldBy": [{"code": h.code, "cause": h.cause, "count": len(h.nodes),
+        "heldBy": [{"code": h.code.value, "cause": h.cause, "count": len(h.nodes),
                     "nodes": list(h.nodes), "example": h.example} for h in report.held],
         "nodesAfter": b.nodes_after,
         "lowerBound": b.lower_bound,
