@@ -44,6 +44,7 @@ class Code(StrEnum):
     DESTINATION = "destination"
     DOES_NOT_FIT = "does_not_fit"
     UNCERTAIN_DESTINATION = "uncertain_destination"
+    ATTRACTED = "attracted"
     TIMED_OUT = "timed_out"
     LEFT_POOL = "left_pool"
     DESCHEDULER_DISABLED = "descheduler_disabled"
@@ -79,6 +80,7 @@ CAUSES: Final[Mapping[Code, str]] = {
     Code.NUMBER_OF_NODES: "too few underutilized nodes for numberOfNodes",
     Code.DESTINATION: "node taking Pods of the nodes freed first",
     Code.DOES_NOT_FIT: "pod that fits on no other node",
+    Code.ATTRACTED: "pod the scheduler would put on a node the plan counts as free",
     Code.UNCERTAIN_DESTINATION: "pod whose scheduler the plan cannot read, with a choice of nodes",
     Code.TIMED_OUT: "drain that did not finish in time",
     Code.LEFT_POOL: "node that left the pool",

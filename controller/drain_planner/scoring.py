@@ -1,9 +1,28 @@
 """How the compaction scheduler's profile scores a node for a Pod, as the simulation scores it.
-Pure."""
+Pure.
+
+The profile (``controller.components.scheduler``) scores with NodeResourcesFit's MostAllocated
+on cpu and memory at weight 1 and TaintToleration at a weight above every other score
+together, and scores every feasible node. So a node with fewer PreferNoSchedule taints the Pod
+does not tolerate always wins, and among nodes with as many, the most allocated one does.
+kube-scheduler scores in integers and counts a Pod without a cpu or memory request as 100m
+and 200 MiB (``schedutil.DefaultMilliCPURequest``, ``DefaultMemoryRequest``); so does this.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from compaction import quantity
+from controller.drain_planner.sim_node import SimNode
+from controller.snapshot.constraints import Effect, Taint, Toleration
+from controller.snapshot.pod import PodInfo
+
+MAX_SCORE: Final = 100
+DEFAULT_CPU: Final = 100  # milli-CPU: 100m
+DEFAULT_MEMORY: Final = 200 * 2**20 * quantity.UNIT  # 200 MiB, in milli-bytes
+SCORED: Final = ("cpu", "memory")
 
 
 def most_allocated(requested: Mapping[str, int], allocatable: Mapping[str, int]) -> float:
@@ -14,3 +33,42 @@ def most_allocated(requested: Mapping[str, int], allocatable: Mapping[str, int])
         if capacity > 0:
             scores.append(min(requested.get(resource, 0), capacity) * 100 / capacity)
     return sum(scores) / len(scores) if scores else 0.0
+
+
+def nonzero(requests: Mapping[str, int]) -> tuple[int, int]:
+    """A Pod's cpu and memory as the scheduler scores them: an unset request counts as its
+    default (for the whole Pod here; kube-scheduler defaults each container)."""
+    return requests.get("cpu") or DEFAULT_CPU, requests.get("memory") or DEFAULT_MEMORY
+
+
+def most_allocated_score(scored: tuple[int, int], allocatable: Mapping[str, int]) -> int:
+    """MostAllocated in the scheduler's own integer arithmetic, for what a node's Pods and the
+    Pod to place request (their ``nonzero`` sums)."""
+    total = weights = 0
+    for requested, resource in zip(scored, SCORED, strict=True):
+        capacity = allocatable.get(resource, 0)
+        if capacity == 0:
+            continue
+        total += min(requested, capacity) * MAX_SCORE // capacity
+        weights += 1
+    return total // weights if weights else 0
+
+
+def intolerable_soft_taints(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
+    """TaintToleration's count: the PreferNoSchedule taints no toleration of the Pod tolerates."""
+    return sum(1 for taint in taints if taint.effect == Effect.PREFER_NO_SCHEDULE
+               and not any(t.tolerates(taint) for t in tolerations))
+
+
+def scheduler_key(node: SimNode, pod: PodInfo, extra_soft: int = 0,
+                  leaving_pod: bool = False) -> tuple[int, int]:
+    """How the profile ranks ``node`` for ``pod``, least first: its intolerable soft taints
+    (``extra_soft`` more: the drain taint a node the plan empties will carry), then its
+    MostAllocated score with the Pod on it, highest first. ``leaving_pod``: the Pod is on the
+    node now (its own node, scored as it will be once the Pod has left and comes back)."""
+    cpu, memory = nonzero(pod.requests)
+    if leaving_pod:
+        cpu, memory = 0, 0
+    taints = intolerable_soft_taints(node.info.taints, pod.constraints.tolerations)
+    return (taints + extra_soft, -most_allocated_score(
+        (node.scored[0] + cpu, node.scored[1] + memory), node.info.allocatable))

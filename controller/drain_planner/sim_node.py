@@ -3,12 +3,14 @@ it takes of a node, the order it is placed in. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from compaction import quantity
 from compaction.safety import is_placeholder
 from compaction.utilization import Utilization
+from controller.snapshot.constraints import UNCONSTRAINED, tolerated
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
 
@@ -32,10 +34,13 @@ class SimNode:
     # Ready, schedulable, not leaving, not draining: it may take Pods.
     open: bool = True
     hard_taints: bool = False  # NoSchedule or NoExecute taints a Pod must tolerate
+    soft_taints: bool = False  # PreferNoSchedule taints, which lower its score
     # (-score, name): sorting by it puts the most allocated first. Kept current by
     # ``rescore`` whenever ``free`` changes, so that the orderings a plan sorts hundreds of
     # times compare stored tuples instead of recomputing every score.
     rank: tuple[float, str] = (0.0, "")
+    # What its Pods request as the scheduler scores them (cpu, memory; ``scoring.nonzero``).
+    scored: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         self.rescore()
@@ -80,3 +85,33 @@ def keeps_in_use(pod: PodInfo) -> bool:
 def largest_first(pod: PodInfo) -> tuple[int, int, str]:
     """The order the simulation places a node's Pods in, as first-fit decreasing packs."""
     return (-pod.requests.get("cpu", 0), -pod.requests.get("memory", 0), pod.name)
+
+
+def fits(pod: PodInfo, needs: Mapping[str, int], node: SimNode) -> bool:
+    """Whether kube-scheduler's filters let ``pod`` onto ``node`` as the simulation holds it:
+    room, nodeSelector and required node affinity, hard taints, hostname anti-affinity."""
+    for r, amount in needs.items():
+        if amount > 0 and node.free.get(r, 0) < amount:
+            return False
+    constraints = pod.constraints
+    if constraints is not UNCONSTRAINED:
+        # Most Pods have tolerations only (the API server's defaults): nothing to admit.
+        if (constraints.node_selector or constraints.terms) and \
+                not constraints.admits(node.info.name, node.info.labels):
+            return False
+        if node.hard_taints and tolerated(node.info.taints, constraints.tolerations):
+            return False
+    elif node.hard_taints:
+        return False
+    return not (node.repels or constraints.anti_affinity) or not _repelled(pod, node)
+
+def _repelled(pod: PodInfo, node: SimNode) -> bool:
+    """Required anti-affinity on the hostname, both ways."""
+    for other in node.pods:
+        if any(t.selects(pod.namespace, other.namespace, other.labels)
+               for t in pod.constraints.anti_affinity):
+            return True
+        if any(t.selects(other.namespace, pod.namespace, pod.labels)
+               for t in other.constraints.anti_affinity):
+            return True
+    return False

@@ -20,16 +20,22 @@ from typing import Final
 from compaction.quantity import format_milli
 from compaction.selector import LabelSelector
 from controller.drain_planner.reasons import Code, Reason
-from controller.drain_planner.scoring import most_allocated
+from controller.drain_planner.scoring import (
+    intolerable_soft_taints,
+    most_allocated,
+    nonzero,
+    scheduler_key,
+)
 from controller.drain_planner.sim_node import (
     SimNode,
+    fits,
     keeps_in_use,
     largest_first,
     leaving,
     needs_of,
 )
 from controller.drain_planner.taint import drain_owner
-from controller.snapshot.constraints import UNCONSTRAINED, tolerated
+from controller.snapshot.constraints import UNCONSTRAINED, Effect, tolerated
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
 
@@ -48,7 +54,8 @@ class Cluster:
                 n, dict(n.allocatable), [],
                 open=(n.ready and not n.unschedulable and not leaving(n)
                       and drain_owner(n) is None),
-                hard_taints=tolerated(n.taints, ()) is not None)
+                hard_taints=tolerated(n.taints, ()) is not None,
+                soft_taints=any(t.effect == Effect.PREFER_NO_SCHEDULE for t in n.taints))
         pending: list[PodInfo] = []
         # What every bound Pod needs at least, per resource (the keys of the first one
         # suffice: a resource another lacks has a minimum of 0). Every Pod a move places is
@@ -86,6 +93,9 @@ class Cluster:
         self._destinations: dict[LabelSelector, list[SimNode]] = {}
         self._lists_of: dict[str, list[list[SimNode]]] = {}
         self._reserve(pending)
+        # Nodes the plan counts as free, open to the scheduler all the same: empty, or
+        # holding only DaemonSet, mirror or placeholder Pods. No move gives them a Pod.
+        self._free = [n for n in self.nodes.values() if n.open and not n.hosts]
 
     def _reserve(self, pending: Sequence[PodInfo]) -> None:
         """Pods not yet scheduled (an evicted Pod's replacement, say, or the one a Terminating
@@ -102,6 +112,8 @@ class Cluster:
                 continue  # it stays Pending in the cluster too
             for r, amount in needs.items():
                 target.free[r] = target.free.get(r, 0) - amount
+            cpu, memory = nonzero(pod.requests)
+            target.scored = (target.scored[0] + cpu, target.scored[1] + memory)
             target.rescore()
             target.hosts += keeps_in_use(pod)
             self.received.add(target.info.name)
@@ -113,6 +125,8 @@ class Cluster:
         all its Pods when the cluster is read, after each Pod a move places."""
         for r, amount in needs.items():
             node.free[r] = node.free.get(r, 0) - amount
+        cpu, memory = nonzero(pod.requests)
+        node.scored = (node.scored[0] + cpu, node.scored[1] + memory)
         node.pods.append(pod)
         if pod.constraints.anti_affinity:
             node.repels += 1
@@ -122,6 +136,8 @@ class Cluster:
     def _take(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
         for r, amount in needs.items():
             node.free[r] = node.free.get(r, 0) + amount
+        cpu, memory = nonzero(pod.requests)
+        node.scored = (node.scored[0] - cpu, node.scored[1] - memory)
         node.rescore()
         node.pods.remove(pod)
         if pod.constraints.anti_affinity:
@@ -144,33 +160,7 @@ class Cluster:
             self._pools[pool] = [n for n in self.nodes.values() if pool.matches(n.info.labels)]
         return self._pools[pool]
 
-    def fits(self, pod: PodInfo, needs: Mapping[str, int], node: SimNode) -> bool:
-        for r, amount in needs.items():
-            if amount > 0 and node.free.get(r, 0) < amount:
-                return False
-        constraints = pod.constraints
-        if constraints is not UNCONSTRAINED:
-            # Most Pods have tolerations only (the API server's defaults): nothing to admit.
-            if (constraints.node_selector or constraints.terms) and \
-                    not constraints.admits(node.info.name, node.info.labels):
-                return False
-            if node.hard_taints and tolerated(node.info.taints, constraints.tolerations):
-                return False
-        elif node.hard_taints:
-            return False
-        return not (node.repels or constraints.anti_affinity) or not self._repelled(pod, node)
-
-    @staticmethod
-    def _repelled(pod: PodInfo, node: SimNode) -> bool:
-        """Required anti-affinity on the hostname, both ways."""
-        for other in node.pods:
-            if any(t.selects(pod.namespace, other.namespace, other.labels)
-                   for t in pod.constraints.anti_affinity):
-                return True
-            if any(t.selects(other.namespace, pod.namespace, pod.labels)
-                   for t in other.constraints.anti_affinity):
-                return True
-        return False
+    fits = staticmethod(fits)
 
     def place(self, pod: PodInfo, needs: Mapping[str, int], ordered: Iterable[SimNode],
               skip: SimNode | None = None) -> SimNode | None:
@@ -179,19 +169,39 @@ class Cluster:
         A Pod without constraints takes the first that fits: scanning stops there, so a move
         reads only the head of its pool's destinations."""
         if pod.constraints is UNCONSTRAINED or pod.constraints.tolerations_only:
-            return next((n for n in ordered if n is not skip and self.fits(pod, needs, n)),
-                        None)
-        best: tuple[float, str] | None = None
+            first = next((n for n in ordered if n is not skip and self.fits(pod, needs, n)),
+                         None)
+            if first is None or not first.soft_taints:
+                return first
+            # TaintToleration outweighs every other score: fewer soft taints win first.
+        best: tuple[int, float, str] | None = None
         chosen: SimNode | None = None
         for node in ordered:
             if node is skip or not self.fits(pod, needs, node):
                 continue
             requested = {r: node.info.allocatable.get(r, 0) - node.free.get(r, 0) + needs.get(r, 0)
                          for r in ("cpu", "memory")}
-            key = (-most_allocated(requested, node.info.allocatable), node.info.name)
+            key = (intolerable_soft_taints(node.info.taints, pod.constraints.tolerations)
+                   if node.soft_taints else 0,
+                   -most_allocated(requested, node.info.allocatable), node.info.name)
             if best is None or key < best:
                 best, chosen = key, node
         return chosen
+
+    def _rival(self, pod: PodInfo, target: SimNode, source: SimNode) -> SimNode | None:
+        """A node the plan counts as free (one no Pod keeps in use, one it empties, or the
+        Pod's own) that the compaction scheduler would rank at least as high as ``target``
+        for ``pod``: a tie is a coin toss. None when ``target`` is its choice."""
+        key = scheduler_key(target, pod)
+        needs = needs_of(pod)
+        for node in (*self._free, *(self.nodes[n] for n in self.emptied)):
+            if node is not target and node is not source and self.fits(pod, needs, node) \
+                    and scheduler_key(node, pod, _drain_taint_to_come(node, self.emptied)) <= key:
+                return node
+        if scheduler_key(source, pod, _drain_taint_to_come(source, {source.info.name}),
+                         leaving_pod=True) <= key:
+            return source
+        return None
 
     def shortfall(self, pod: PodInfo, exclude: str, pool: LabelSelector) -> str:
         """Why ``pod`` fits no destination, for a person: the first resource short everywhere
@@ -241,6 +251,13 @@ class Cluster:
                 placed.append((target, pod, needs))
                 continue
             target = self.place(pod, needs, orders[id(pool)], skip)
+            rival = self._rival(pod, target, skip) if target is not None else None
+            if rival is not None and target is not None:
+                self._undo(placed)
+                return Reason(Code.ATTRACTED, (
+                    f"pod {pod.namespace}/{pod.name} would go to node {rival.info.name}, "
+                    f"which the plan counts as free, not to {target.info.name}: the "
+                    "compaction scheduler ranks it at least as high"))
             if target is None:
                 # Judged before the undo: the room its siblings took is what it lacks.
                 reason = Reason(Code.DOES_NOT_FIT, f"pod {pod.namespace}/{pod.name} does not "
@@ -334,6 +351,11 @@ class Cluster:
 # A node's ``rank``, as a sort and bisect key (a C getter: the destination lists are
 # bisected on every Pod a move places).
 rank: Final[Callable[[SimNode], tuple[float, str]]] = operator.attrgetter("rank")
+
+
+def _drain_taint_to_come(node: SimNode, emptied: Collection[str]) -> int:
+    """1 for a node the plan empties that does not carry the drain taint yet: it will."""
+    return int(node.info.name in emptied and drain_owner(node.info) is None)
 
 
 def _holds(node: SimNode, floor: Sequence[tuple[str, int]]) -> bool:

@@ -276,6 +276,44 @@ def test_pods_another_scheduler_places_move_only_where_it_has_no_choice(
     assert "sparse" in _plan(nodes, pods).freeable
 
 
+BATCH = Taint("dedicated", "batch", "PreferNoSchedule")
+
+
+def test_a_node_the_plan_counts_as_free_never_attracts_a_pod_it_moves() -> None:
+    """z has room but a soft taint the Pod does not tolerate; p holds only a placeholder. The
+    compaction scheduler's TaintToleration outweighs MostAllocated, so it sends the Pod to p:
+    one eviction spent and nothing freed. The plan keeps x instead."""
+    nodes = [node("x"), node("z", taints=[BATCH]), node("p")]
+    pods = [pod("a", "x", 1), pod("z1", "z", 3),
+            pod("hold", "p", 2, priority=-10, owner=("ReplicaSet", "placeholder"))]
+    plan = _plan(nodes, pods)
+    assert "x" not in plan.freeable and ("shop", "a") not in plan.moves
+    assert "pod shop/a would go to node p, which the plan counts as free, not to z: the " \
+        "compaction scheduler ranks it at least as high" in _reasons(plan, "x")
+    # Tolerating the taint, the Pod goes where the plan sends it.
+    tolerant = replace(pods[0], constraints=Constraints(tolerations=(
+        Toleration("dedicated", "Equal", "batch", "PreferNoSchedule"),)))
+    assert _plan(nodes, [tolerant, *pods[1:]]).moves == {("shop", "a"): "z"}
+
+
+def test_among_destinations_the_one_without_a_soft_taint_wins_as_the_scheduler_decides(
+        ) -> None:
+    """z is the fuller, but its soft taint costs more than MostAllocated can give."""
+    nodes = [node("x"), node("z", taints=[BATCH]), node("w")]
+    pods = [pod("a", "x", 0.5), pod("z1", "z", 3), pod("w1", "w", 2)]
+    assert _plan(nodes, pods).moves == {("shop", "a"): "w"}
+
+
+def test_a_pod_that_would_come_back_to_the_node_it_leaves_is_not_moved() -> None:
+    """x will carry the drain taint, and so does nothing better than z: as many soft taints,
+    and x scores higher with the Pod back on it. The eviction would be spent for nothing."""
+    nodes = [node("x", 4), node("z", 8, taints=[BATCH])]
+    pods = [pod("a", "x", 1), pod("b", "x", 1.5), pod("z1", "z", 3)]
+    plan = _plan(nodes, [*pods])
+    assert "x" not in plan.freeable, plan
+    assert any("would go to node x" in r for r in _reasons(plan, "x"))
+
+
 def test_a_pod_under_two_pdbs_blocks_whatever_they_allow() -> None:
     """The Eviction API refuses a Pod more than one budget covers, however many disruptions
     each allows: a drain could never finish there."""
