@@ -147,6 +147,20 @@ def _requirements(raw: Any, field_keys: bool) -> tuple[NodeRequirement, ...]:
     return tuple(out)
 
 
+def _preferences(node: Any, pod_affinity: Any, pod_anti: Any, spec: Mapping[str, Any]) -> str:
+    """The first preference of the Pod's that the compaction scheduler's profile scores."""
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    for what, rules in (("preferred node affinity", node), ("preferred pod affinity", pod_affinity),
+                        ("preferred pod anti-affinity", pod_anti)):
+        if isinstance(rules, Mapping) and rules.get(preferred):
+            return what
+    for constraint in spec.get("topologySpreadConstraints") or []:
+        if isinstance(constraint, Mapping) and constraint.get(
+                "whenUnsatisfiable") == "ScheduleAnyway":
+            return f"topology spread on {constraint.get('topologyKey')} (ScheduleAnyway)"
+    return ""
+
+
 def parse_constraints(spec: Mapping[str, Any]) -> Constraints:
     affinity = spec.get("affinity") if isinstance(spec.get("affinity"), Mapping) else {}
     assert isinstance(affinity, Mapping)
@@ -179,6 +193,10 @@ def parse_constraints(spec: Mapping[str, Any]) -> Constraints:
         if isinstance(constraint, Mapping) and constraint.get(
                 "whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
             unsimulated = f"topology spread on {constraint.get('topologyKey')} (DoNotSchedule)"
+    # Preferences only weigh in the score, yet each can outweigh MostAllocated: the simulation
+    # does not guess where they would send the Pod.
+    if not unsimulated:
+        unsimulated = _preferences(node, pod_affinity, pod_anti, spec)
     selector = spec.get("nodeSelector")
     constraints = Constraints(
         {str(k): str(v) for k, v in selector.items()} if isinstance(selector, Mapping) else {},
