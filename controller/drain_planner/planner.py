@@ -43,7 +43,7 @@ from controller.drain_planner.drain_plan import (
 )
 from controller.drain_planner.eligibility import Scope, _hold_reason, blocker
 from controller.drain_planner.reasons import Code, Reason
-from controller.drain_planner.sim_node import SimNode, leaving, utilization
+from controller.drain_planner.sim_node import SimNode, largest_first, leaving, utilization
 from controller.drain_planner.simulated_cluster import Cluster
 from controller.drain_planner.taint import drain_owner, tolerates_drain
 from controller.snapshot.constraints import Taint
@@ -299,6 +299,23 @@ def _may_start(scope: Scope, paused: frozenset[str], budget: Counter[str]) -> bo
         d.max_draining_nodes
 
 
+def _turn(site: _Site) -> tuple[str, list[PodInfo]]:
+    """Whose Pods leave a node shared by several policies now, and which may: the policy of
+    the first Pod in the order the simulation placed them (the largest first), and its Pods
+    up to the next policy's. Each policy's descheduler runs when its CronJob fires, in no
+    order; marked one policy at a time, the Pods leave in the order the plan placed them,
+    whichever fires first, and the next are marked once they have gone."""
+    ordered = sorted(((p, pid) for pid, pods in site.movable.items() for p in pods),
+                     key=lambda pp: largest_first(pp[0]))
+    first = ordered[0][1]
+    run = []
+    for pod, pid in ordered:
+        if pid != first:
+            break
+        run.append(pod)
+    return first, run
+
+
 def _per_policy(scopes: Mapping[str, Scope], sites: Mapping[str, _Site],
                 tainted: Mapping[str, Taint], out: _Outcome, cluster: Cluster
                 ) -> list[DrainPlan]:
@@ -323,6 +340,7 @@ def _per_policy(scopes: Mapping[str, Scope], sites: Mapping[str, _Site],
         staked, other = Unremovable(n, tuple(rs), True), Unremovable(n, tuple(rs), False)
         for pid in listed.get(n, ()):
             unremovable[pid].append(staked if pid in sites[n].movable else other)
+    turns = {n: _turn(sites[n]) for n in out.draining}
     plans = []
     for pid, scope in sorted(scopes.items(), key=lambda kv: kv[1].policy.name):
         def mine(names_: Iterable[str], pid: str = pid) -> tuple[str, ...]:
@@ -338,8 +356,8 @@ def _per_policy(scopes: Mapping[str, Scope], sites: Mapping[str, _Site],
         plans.append(DrainPlan(
             pid, in_use[scope.pool], freeable, draining, mine(out.drained),
             tuple(abandoned[pid]), tuple(unremovable[pid]),
-            {n: next_evictions(sites[n].movable[pid], scope.policy.descheduler)
-             for n in draining},
+            {n: next_evictions(turns[n][1], scope.policy.descheduler)
+             if turns[n][0] == pid else () for n in draining},
             {k: cluster.moves[k] for k in sorted(moved & position.keys(),
                                                  key=position.__getitem__)}))
     return plans

@@ -16,6 +16,7 @@ from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.drain_planner.drain_plan import DrainPlan, Member
 from controller.drain_planner.planner import choose_drains
+from controller.drain_planner.taint import drain_taint
 from controller.snapshot.constraints import Taint
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
@@ -67,11 +68,33 @@ def test_two_teams_policies_on_shared_nodes_free_them_together() -> None:
     assert len(a.freeable) == 3 and a.freeable == b.freeable
     assert a.draining == b.draining == (a.freeable[0],)
     first = a.freeable[0]
-    # Each policy's descheduler takes exactly its own share of the node.
-    assert {ns for ns, _ in a.evict[first]} == {"team-a"}
-    assert {ns for ns, _ in b.evict[first]} == {"team-b"}
+    # One policy's Pods leave at a time, in the order the plan placed them (the largest
+    # first, then by name): team-a's now, none of team-b's, whichever CronJob fires first.
+    assert {ns for ns, _ in a.evict[first]} == {"team-a"} and b.evict[first] == ()
+    # Once they have gone, the drain goes on with team-b's.
+    after = [p for p in TWO_TEAMS if p.key not in a.evict[first]]
+    tainted = [replace(n, taints=(drain_taint("a", NOW),)) if n.name == first else n
+               for n in SHARED]
+    then = _plans([(_policy("a"), ALL), (_policy("b"), ALL)], tainted, after)
+    assert then["a"].evict.get(first, ()) == ()
+    assert {ns for ns, _ in then["b"].evict[first]} == {"team-b"}
     assert not any(r.code in ("no_policy", "out_of_scope")
                    for d in plans.values() for u in d.unremovable for r in u.reasons)
+
+
+def test_the_larger_pod_leaves_first_whichever_team_it_belongs_to() -> None:
+    """x holds a 250m Pod of team-a and a 1-CPU Pod of team-b; z has exactly 1 CPU free and w
+    500m. Only team-b's Pod to z, then team-a's to w, frees x: evicted the other way round,
+    team-a's would take z (the fuller) and team-b's would fit nowhere."""
+    nodes = [node("x"), node("z"), node("w"), node("y")]
+    pods = [_team("a1", "x", "team-a", 0.25), _team("b1", "x", "team-b", 1),
+            _team("z1", "z", "team-c", 3), _team("w1", "w", "team-c", 3.5)]
+    plans = _plans([(_policy("a"), ALL), (_policy("b"), ALL)], nodes, pods,
+                   {"team-a": "a", "team-b": "b", "team-c": None})
+    assert plans["a"].draining == plans["b"].draining == ("x",)
+    assert plans["b"].evict["x"] == (("team-b", "b1"),) and plans["a"].evict["x"] == ()
+    assert plans["b"].moves == {("team-b", "b1"): "z"}
+    assert plans["a"].moves == {("team-a", "a1"): "w"}
 
 
 def test_a_drain_starts_only_while_every_policy_with_pods_there_may_start_one() -> None:
