@@ -61,6 +61,21 @@ class Helm:
             raise RuntimeError(f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
         return done
 
+    def _why_the_scheduler_stays(self, kube: Kube) -> str:
+        """What a failed wait for the scheduler's removal needs to be understood: the Pods that
+        still name the scheduler unbound (it stays for them), the controller's Events about
+        it, and the end of the controller's log."""
+        waiting = [f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+                   for p in kube.items(path("pods"))
+                   if p["spec"].get("schedulerName") == "compactor-scheduler"
+                   and not p["spec"].get("nodeName")]
+        events = [f"{e.get('reason')}: {e.get('message')}" for e in kube.items(path("events", NS))
+                  if e["involvedObject"].get("name") == "compactor-scheduler"]
+        logs = kubectl(self.cluster, "logs", "-n", NS, "deployment/compactor-controller",
+                       "--tail=60", check=False)
+        return (f"unbound Pods naming compactor-scheduler: {waiting}\nits Events: {events}\n"
+                f"the controller's log:\n{logs.stdout}{logs.stderr}")
+
     def install(self, image: str, *sets: str) -> str:
         """``helm install`` with the image values (and ``sets``); refused outside the real
         node's namespace, where the API server would dial the webhook Service's endpoints on
@@ -82,8 +97,11 @@ class Helm:
                 kubectl(self.cluster, "delete", plural, "--all", "--all-namespaces",
                         "--wait=true", "--timeout=120s", check=False)
         if deployment(kube, "compactor-controller") is not None:
-            wait_for("the controller to remove the compaction scheduler", lambda: deployment(
-                kube, "compactor-scheduler") is None or None, 120.0, 1.0)
+            try:
+                wait_for("the controller to remove the compaction scheduler", lambda: deployment(
+                    kube, "compactor-scheduler") is None or None, 120.0, 1.0)
+            except TimeoutError as e:
+                raise TimeoutError(f"{e}\n{self._why_the_scheduler_stays(kube)}") from e
         self.run("uninstall", RELEASE, "-n", NS, "--wait", "--timeout=180s", check=False,
                  timeout=240.0)
         kubectl(self.cluster, "delete", "crd", *(f"{c}.compactor.dev" for c in CRDS),
