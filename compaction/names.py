@@ -36,6 +36,9 @@ PROTECTED_LABEL: Final = "compactor.dev/protected"
 # descheduler may evict (value: the policy).
 DRAIN_TAINT: Final = "compactor.dev/drain"
 DRAINING_LABEL: Final = "compactor.dev/draining"
+# On a Pod marked draining: the node the plan sends it to, against which its replacement's
+# landing is judged.
+PLANNED_NODE_ANNOTATION: Final = "compactor.dev/planned-node"
 # The kind of the Pod's workload, kept on managed Pods: the descheduler's eviction selector
 # admits only the kinds the eviction table allows.
 WORKLOAD_KIND_LABEL: Final = "compactor.dev/workload-kind"

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from compaction.resource_plan import BlockReason
 from controller.drain_planner.drain_plan import DrainPlan
+from controller.plan.landings import Outcome
 from controller.plan.scheduler_routing import Routing
 
 
@@ -77,6 +78,13 @@ class ControllerMetrics:
             "compactor_stranded_pods_replaced", "Pods left Pending on a compaction scheduler "
             "with no available replica, replaced through the Eviction API so that their owners "
             "recreate them for the default scheduler.", registry=r)
+        self.landings = Counter(
+            "compactor_drain_landings", "Replacements of Pods the drains evicted, by where "
+            "they landed against the plan: planned_node, kept_node (another node the plan "
+            "keeps) or free_node (a node the plan counted as free: an eviction for nothing).",
+            ["outcome"], registry=r)
+        for outcome in Outcome:
+            self.landings.labels(outcome.value)
         self.leader = Gauge(
             "compactor_controller_leader", "1 while this replica holds the controller's Lease "
             "(the one replica that writes), else 0.", registry=r)

@@ -17,6 +17,7 @@ from compaction import kinds
 from compaction.problem import Problem
 from controller.drain_planner.drain_plan import DrainPlan
 from controller.drain_planner.memo import DrainMemo
+from controller.plan.landings import Landings, Outcome
 
 
 class Target(StrEnum):
@@ -138,6 +139,10 @@ class Plan:
     # (controller.plan.scheduler_routing.Routing), and how many stranded Pods this pass replaces.
     scheduler_routing: str = "Available"
     stranded: int = 0
+    # Where the replacements of evicted Pods landed this pass (policy, outcome), and what the
+    # next pass follows from.
+    landed: tuple[tuple[str, Outcome], ...] = ()
+    landings: Landings | None = None
 
     def of(self, kind: type[Any]) -> list[Any]:
         """The actions of one type, in order (for tests and logs)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from controller.drain_planner.memo import DrainMemo
+from controller.plan.landings import Landings
 
 PDB_BACKOFF: Final = datetime.timedelta(seconds=30)
 # How long an eviction may stay unseen in the Pods a pass reads before it stops waiting.
@@ -40,6 +41,8 @@ class Memory:
     events: Mapping[str, datetime.datetime] = field(default_factory=dict)
     # the last drain plans, reused while what they were computed from is unchanged
     drains: DrainMemo | None = None
+    # the Pods the drains marked, and where their replacements landed
+    landings: Landings = field(default_factory=Landings)
 
     def recently(self, event: str, now: datetime.datetime) -> bool:
         at = self.events.get(event)
@@ -65,8 +68,8 @@ class Memory:
     def evicting(self, workload: str, pod_uid: str, now: datetime.datetime) -> Memory:
         return replace(self, evicted={**self.evicted, workload: Expectation(pod_uid, now)})
 
-    def planned(self, drains: DrainMemo | None) -> Memory:
-        return replace(self, drains=drains)
+    def planned(self, drains: DrainMemo | None, landings: Landings | None = None) -> Memory:
+        return replace(self, drains=drains, landings=landings or self.landings)
 
     def wrote(self, path: str, digest: str, revision: str) -> Memory:
         return replace(self, applied={**self.applied, path: (digest, revision)})

@@ -10,12 +10,13 @@ status. Nothing here does I/O; ``controller.act.executor`` carries the plan out.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compaction.evaluation import DEFAULT, Evaluation
 from compaction.policy import Policy, SchedulerMode
 from compaction.resource_plan import Composition
+from compaction.safety import is_placeholder
 from compaction.selector import LabelSelector
 from controller.components import descheduler
 from controller.components import scheduler as scheduler_manifests
@@ -28,6 +29,7 @@ from controller.plan.actions import (
 )
 from controller.plan.between_passes import Memory
 from controller.plan.draft import Draft
+from controller.plan.landings import Mark, follow
 from controller.plan.membership import Membership, label_pods, memberships
 from controller.plan.own_objects import (
     apply_deschedulers,
@@ -118,9 +120,12 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
         snapshot.pdbs, now, settings.drain_timeout, d.paused)
     # A drain under way pauses while its Pods' scheduler cannot schedule: the taint stays, and
     # no Pod keeps the mark its descheduler evicts by (an evictee would wait for the scheduler).
-    draining = {key: p.policy for p in drains if p.policy not in d.waiting
-                for node in p.draining for key in p.evict[node]}
+    draining = {key: (p.policy, p.moves.get(key, "")) for p in drains
+                if p.policy not in d.waiting for node in p.draining for key in p.evict[node]}
     label_pods(snapshot.pods, d.members, draining, d.health.routes, out)
+    landings, landed = follow(memory.landings, snapshot.pods,
+                              {k: m.workload.key for k, m in d.members.items()},
+                              _marks(draining, d.members, snapshot, drains), now)
     run_hook(d.workloads, d.members, d.node_labels, d.pools, snapshot.pods,
              settings.intent_grace, settings.exempt_schedulers, memory, now, d.waiting, out)
     stranded = scheduler_routing.stranded(
@@ -134,14 +139,31 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
                                memory, out)
     failed = failed_runs(d.active, snapshot, settings, memory, now, out)
     policy_status(snapshot.policies, out.managed, d.health, settings, sizes,
-                  {p.policy: p for p in drains}, failed, memory, now, out)
+                  {p.policy: p for p in drains}, failed, memory, now, out, landings)
     out.actions.extend(resources.static_status(
         snapshot.static_policies, d.composed,
         ((pod, m.workload.key) for pod in snapshot.pods if (m := d.members.get(pod.key))),
         now))
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
                 out.suppressions, out.skipped, tuple(drains), tuple(out.selections),
-                d.blocked, memo, d.health.routing.value, len(stranded))
+                d.blocked, memo, d.health.routing.value, len(stranded), tuple(landed),
+                landings)
+
+
+def _marks(draining: Mapping[tuple[str, str], tuple[str, str]],
+           members: Mapping[tuple[str, str], Membership], snapshot: Snapshot,
+           drains: Sequence[DrainPlan]) -> dict[tuple[str, str], Mark]:
+    """The Pods marked this pass, each with where it goes and the nodes the plan counts as
+    free: every node no Pod keeps in use (empty, or running only DaemonSet, mirror or
+    placeholder Pods), and the nodes the drains free."""
+    if not draining:
+        return {}
+    kept = {p.node_name for p in snapshot.pods
+            if p.occupies and not (p.daemon or p.mirror or is_placeholder(p.priority))}
+    freed = {n for p in drains for n in (*p.freeable, *p.draining, *p.drained)}
+    free = frozenset(n.name for n in snapshot.nodes if n.name not in kept or n.name in freed)
+    return {key: Mark(members[key].workload.key, policy, planned, free)
+            for key, (policy, planned) in draining.items() if key in members}
 
 
 def drain_plans(snapshot: Snapshot, settings: PlanSettings,

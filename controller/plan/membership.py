@@ -56,7 +56,9 @@ def memberships(pods: Iterable[PodInfo], index: OwnerIndex,
 
 
 def label_pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
-               draining: Mapping[tuple[str, str], str], up: bool, out: Draft) -> None:
+               draining: Mapping[tuple[str, str], tuple[str, str]], up: bool, out: Draft
+               ) -> None:
+    """``draining``: the Pods marked for eviction, with their policy and planned node."""
     intents: dict[tuple[str, WorkloadType], Intent | None] = {}
     pod_kind = kinds.kind("Pod")
     for pod in pods:
@@ -66,6 +68,7 @@ def label_pods(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
         which = (m.policy.id if m.policy else "", m.workload.view.kind)
         if which not in intents:
             intents[which] = intent_of(m.policy, m.workload.view.kind, up)
-        patch = pod_patch(pod, intents[which], m.workload.suppressed, draining.get(pod.key))
+        policy, planned = draining.get(pod.key, (None, None))
+        patch = pod_patch(pod, intents[which], m.workload.suppressed, policy, planned)
         if patch is not None:
             out.actions.append(Patch(pod_kind.path(pod.namespace, pod.name), patch, Target.POD))

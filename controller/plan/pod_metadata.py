@@ -81,14 +81,16 @@ def is_protected(pod: PodInfo) -> bool:
 
 
 def pod_patch(pod: PodInfo, intent: Intent | None, suppressed: bool,
-              draining: str | None = None) -> dict[str, Any] | None:
+              draining: str | None = None, planned_node: str | None = None
+              ) -> dict[str, Any] | None:
     """Merge patch for a Pod's labels and annotations; ``spec.schedulerName`` is immutable.
 
     Applied under ``setLabelsByEviction`` too: labels and annotations can converge in place,
     so the runtime hook only has to replace Pods for what admission alone can set, the
     scheduler; and Pods that may never be replaced still carry their policy label.
     ``draining`` names the policy whose plan drains the Pod's node: its descheduler may
-    evict only Pods so labelled. Placeholders (priority at or below -10) are never patched.
+    evict only Pods so labelled; ``planned_node``, where the plan sends it. Placeholders (priority
+    at or below -10) are never patched.
     """
     if is_placeholder(pod.priority):
         return None
@@ -107,4 +109,6 @@ def pod_patch(pod: PodInfo, intent: Intent | None, suppressed: bool,
     want_labels[names.SUPPRESSED_LABEL] = "true" if managed and suppressed else None
     want_labels[names.PROTECTED_LABEL] = "true" if managed and is_protected(pod) else None
     want_labels[names.DRAINING_LABEL] = draining if managed else None
+    want_annotations[names.PLANNED_NODE_ANNOTATION] = (
+        planned_node if managed and draining else None)
     return metadata_patch(pod.labels, pod.annotations, want_labels, want_annotations)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from compaction import kinds, names
 from compaction.evaluation import KNOWN_TYPES, default_manifest
@@ -16,6 +16,7 @@ from controller.plan.actions import (
 )
 from controller.plan.between_passes import Memory
 from controller.plan.draft import Draft
+from controller.plan.landings import Landings, Outcome
 from controller.plan.scheduler_routing import SchedulerHealth
 from controller.plan.settings import PlanSettings
 from controller.plan.status import (
@@ -31,19 +32,26 @@ from controller.snapshot.owner import OwnerInfo
 from controller.snapshot.policies import EvaluationInfo, PolicyInfo
 
 
-def _plan_status(d: DrainPlan) -> dict[str, Any]:
-    return {"nodesInUse": len(d.nodes_in_use), "freeable": len(d.freeable),
+def _plan_status(d: DrainPlan, landed: Mapping[Outcome, int]) -> dict[str, Any]:
+    return {"landings": {_LANDING_KEYS[o]: n for o, n in landed.items()},
+            "nodesInUse": len(d.nodes_in_use), "freeable": len(d.freeable),
             "draining": len(d.draining), "freeableNodes": list(d.freeable),
             "drainingNodes": list(d.draining),
             "unremovable": [{"node": u.node, "reasons": [r.text for r in u.reasons]}
                             for u in (*d.abandoned, *d.unremovable)][:50]}
 
 
+# Where the replacements of the Pods the policy's drains evicted landed, since the controller
+# started: as the plan said, on another node it keeps, on a node it counted as free.
+_LANDING_KEYS: Final = {Outcome.PLANNED: "plannedNode", Outcome.KEPT: "keptNode",
+                        Outcome.FREE: "freeNode"}
+
+
 def policy_status(policies: Iterable[PolicyInfo], managed: Mapping[str, int],
                   health: SchedulerHealth, settings: PlanSettings,
                   pools: Mapping[str, int], drains: Mapping[str, DrainPlan],
                   failed_runs: Mapping[str, OwnerInfo], memory: Memory,
-                  now: datetime.datetime, out: Draft) -> None:
+                  now: datetime.datetime, out: Draft, landings: Landings) -> None:
     """Each policy's status. A valid one keeps its spec there as the last valid one; one
     that turned invalid acts on that (say its conditions, with an Event per bad edit), so
     that a bad edit never tears down what the policy set up."""
@@ -67,7 +75,7 @@ def policy_status(policies: Iterable[PolicyInfo], managed: Mapping[str, int],
                                render_conditions(conditions, previous, obj.generation, stamp))
             body.update(last_valid_spec.status_fields(obj))
             if obj.id in drains:
-                body["plan"] = _plan_status(drains[obj.id])
+                body["plan"] = _plan_status(drains[obj.id], landings.of(obj.id))
         if not same_status(obj.status, body):
             out.actions.append(WriteStatus(obj.status_path, body))
 

@@ -60,5 +60,5 @@ class Reconciler:
             self.metrics.resource_plans_blocked.labels(reason).inc(count)
         summary, memory = await self.executor.execute(decided, self.memory, now, deadline)
         self.memory = memory.pruned({p.uid for p in snapshot.pods}, now).planned(
-            decided.drain_memo)
+            decided.drain_memo, decided.landings)
         return summary

@@ -280,6 +280,8 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
         nodes_removed=census.removed if census else None,
         nodes_launched=census.launched if census else None,
         seconds_to_last_removal=census.seconds_to_last_removal if census else None,
+        landings={o: int(stack.controller_metric("compactor_drain_landings_total", outcome=o))
+                  for o in ("planned_node", "kept_node", "free_node")},
     )
     return Outcome(report, before, after, runs, cpu_by_node(before, node_names),
                    cpu_by_node(after, node_names), predicted, census)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compaction import names
@@ -130,6 +130,13 @@ class Report:
     nodes_removed: int | None = None
     nodes_launched: int | None = None
     seconds_to_last_removal: float | None = None
+    # Where the drains' evictees came back, as the controller counted them against its plan
+    # (compactor_drain_landings_total): planned_node, kept_node, free_node.
+    landings: dict[str, int] = field(default_factory=dict)
+
+    def landed(self) -> str:
+        return " / ".join(str(self.landings.get(o, 0))
+                          for o in ("planned_node", "kept_node", "free_node"))
 
     @property
     def futile_evictions(self) -> int:
@@ -156,6 +163,8 @@ class Report:
             ("  movable Pods seen on those nodes", str(self.movable_on_freed)),
             ("futile descheduler evictions (late / bounced back)",
              f"{self.futile_evictions} ({self.late_evictions} / {self.bounced})"),
+            ("drain landings: planned node / another kept node / a node counted free",
+             self.landed()),
             ("descheduler runs to converge", str(self.descheduler_runs)),
             ("wall time to converge", f"{self.seconds:.0f} s"),
             ("PDB violations", str(self.pdb_violations)),
@@ -188,10 +197,11 @@ def repeats_table(reports: list[Report]) -> str:
     """Runs side by side as a Markdown table, with how many met each target."""
     head = ("| run | nodes after | packing around unmovable Pods | FFD packing | lower bound "
             "| futile evictions | descheduler evictions / movable Pods of freed nodes "
-            "| protected moved, PDB violations | converge |\n" + "|---" * 9 + "|")
+            "| landings planned / kept / free "
+            "| protected moved, PDB violations | converge |\n" + "|---" * 10 + "|")
     rows = [f"| {i} | {r.nodes_after} | {r.ffd_around_blockers} | {r.ffd_packing} "
             f"| {r.lower_bound} | {r.futile_evictions} "
-            f"| {r.descheduler_evictions} / {r.movable_on_freed} "
+            f"| {r.descheduler_evictions} / {r.movable_on_freed} | {r.landed()} "
             f"| {r.protected_moved}, {r.pdb_violations} | {r.seconds:.0f} s |"
             for i, r in enumerate(reports, 1)]
     n = len(reports)
@@ -199,6 +209,8 @@ def repeats_table(reports: list[Report]) -> str:
            f"{sum(r.nodes_after == r.ffd_around_blockers for r in reports)} of {n}; "
            f"= FFD packing: {sum(r.nodes_after == r.ffd_packing for r in reports)} of {n}; "
            f"0 futile: {sum(r.futile_evictions == 0 for r in reports)} of {n}; "
+           f"0 landings on a free node: "
+           f"{sum(r.landings.get('free_node', 0) == 0 for r in reports)} of {n}; "
            f"evictions <= movable Pods of freed nodes: "
            f"{sum(r.descheduler_evictions <= r.movable_on_freed for r in reports)} of {n}")
     return "\n".join([head, *rows, "", met])

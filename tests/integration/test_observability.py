@@ -491,6 +491,9 @@ EXPECTED: dict[str, Check] = {
                                      "Recovering": 0})
         else pytest.fail(str(_by(s, "state")))),
     "compactor_stranded_pods_replaced_total": _each_controller(lambda v: v == 0),
+    "compactor_drain_landings_total": lambda o, s: (
+        None if _by(s, "outcome").get("free_node", 0) == 0
+        else pytest.fail(f"landings on nodes the plan counted as free: {_by(s, 'outcome')}")),
 }
 DOCUMENTED = documented_metrics()
 

@@ -14,11 +14,13 @@ BASE = Report(nodes_before=12, nodes_after=7, in_use_before=12, in_use_after=7,
 
 
 def test_each_target_is_counted_over_the_runs() -> None:
-    runs = [BASE, replace(BASE, nodes_after=6, late_evictions=2, descheduler_evictions=12)]
+    runs = [replace(BASE, landings={"planned_node": 3, "kept_node": 1}),
+            replace(BASE, nodes_after=6, late_evictions=2, descheduler_evictions=12,
+                    landings={"planned_node": 9, "free_node": 3})]
     table = repeats_table(runs)
     lines = table.splitlines()
-    assert lines[2] == "| 1 | 7 | 7 | 6 | 5 | 0 | 4 / 10 | 0, 0 | 21 s |"
-    assert lines[3] == "| 2 | 6 | 7 | 6 | 5 | 2 | 12 / 10 | 0, 0 | 21 s |"
+    assert lines[2] == "| 1 | 7 | 7 | 6 | 5 | 0 | 4 / 10 | 3 / 1 / 0 | 0, 0 | 21 s |"
+    assert lines[3] == "| 2 | 6 | 7 | 6 | 5 | 2 | 12 / 10 | 9 / 0 / 3 | 0, 0 | 21 s |"
     assert lines[-1] == ("nodes after = packing around unmovable Pods: 1 of 2; = FFD packing: "
-                         "1 of 2; 0 futile: 1 of 2; evictions <= movable Pods of freed nodes: "
-                         "1 of 2")
+                         "1 of 2; 0 futile: 1 of 2; 0 landings on a free node: 1 of 2; "
+                         "evictions <= movable Pods of freed nodes: 1 of 2")

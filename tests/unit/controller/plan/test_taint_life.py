@@ -6,6 +6,7 @@ descheduler goes, or the drain times out."""
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -176,3 +177,21 @@ def test_only_pods_the_runtime_hook_would_replace_hold_new_drains(
     p = _pass((*SETTLED, stale), _untainted(), (_policy(setLabelsByEviction=True),))
     assert p.drains[0].freeable == ("sparse",)
     assert p.drains[0].draining == (() if held else ("sparse",))
+
+
+def test_a_marked_pod_carries_the_node_the_plan_sends_it_to_and_loses_both_marks_after(
+        ) -> None:
+    p = _pass(nodes=_untainted())
+    (patch,) = [a for a in p.of(Patch) if a.path.endswith("/pods/s1")]
+    assert patch.body["metadata"]["labels"]["compactor.dev/draining"] == "p"
+    assert patch.body["metadata"]["annotations"]["compactor.dev/planned-node"] == "dense"
+    marked = replace(SETTLED[1], labels={**SETTLED[1].labels, "compactor.dev/draining": "p"},
+                     annotations={**SETTLED[1].annotations,
+                                  "compactor.dev/planned-node": "dense"})
+    # The drain abandoned (a blocker appeared): the mark and the planned node go together.
+    blocked = _pod("b", "sparse", 100, annotations={
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})
+    p = _pass((SETTLED[0], marked, blocked))
+    (patch,) = [a for a in p.of(Patch) if a.path.endswith("/pods/s1")]
+    assert patch.body["metadata"]["labels"]["compactor.dev/draining"] is None
+    assert patch.body["metadata"]["annotations"]["compactor.dev/planned-node"] is None
