@@ -1,17 +1,19 @@
 """Per-policy descheduler: DeschedulerPolicy (descheduler/v1alpha2) and its CronJob. Pure.
 
-The planner decides which nodes to empty and taints them ``compactor.dev/drain=<policy>``;
-``RemovePodsViolatingNodeTaints`` (PreferNoSchedule included, that taint's key only, so that
-a node shared by several policies' Pods is drained by each of their deschedulers) evicts
-from them. ``HighNodeUtilization`` stays beside it with the policy's thresholds, but neither may
-evict blindly: the rendered policy evicts only Pods that the planner marked
-``compactor.dev/draining=<policy>`` on the nodes it drains, that carry this policy's label
-and the label of a workload kind the eviction table allows (``compaction.safety``), that are
-not suppressed and not protected (safe-to-evict "false" or "on-completion", or a toleration
-of the drain taint), ANDed with the policy's own ``defaultEvictor.labelSelector``. The
-descheduler itself does not honour safe-to-evict, and ``HighNodeUtilization`` ignores
-tolerations, so the controller marks such Pods ``compactor.dev/protected=true`` and the
-selector excludes them.
+The planner decides which nodes to empty (the policy's ``highNodeUtilization`` thresholds and
+``numberOfNodes`` are its gates) and taints them ``compactor.dev/drain=<policy>``; the one
+plugin, ``RemovePodsViolatingNodeTaints`` (PreferNoSchedule included, that taint's key only, so
+that a node shared by several policies' Pods is drained by each of their deschedulers), evicts
+from them only Pods that the planner marked ``compactor.dev/draining=<policy>``, that carry
+this policy's label and the label of a workload kind the eviction table allows
+(``compaction.safety``), that are not suppressed and not protected (safe-to-evict "false" or
+"on-completion", do-not-disrupt, or a toleration of the drain taint), ANDed with the policy's
+own ``defaultEvictor.labelSelector``. That selector is the plugin's own ``labelSelector``,
+which v0.36 applies before the evictor is asked: the DefaultEvictor's filter passes any Pod
+annotated ``descheduler.alpha.kubernetes.io/evict`` before it checks anything, its own copy of
+the selector included. ``HighNodeUtilization`` has no label selector of its own, so it is not
+rendered. The descheduler itself honours neither safe-to-evict nor do-not-disrupt, so the
+controller marks such Pods ``compactor.dev/protected=true`` and the selector excludes them.
 Placeholders never carry the policy label. Every key follows the v0.36 Go types' JSON tags
 (the integration suite decodes the rendered policy strictly with them).
 """
@@ -40,7 +42,8 @@ _MOUNT: Final = "/policy-dir"
 
 def eviction_selector(policy: Policy) -> LabelSelector:
     """The policy's descheduler scope (``compaction.descheduler_scope``), narrowed to the Pods
-    the planner marked for its drains."""
+    the planner marked for its drains: the taint plugin's own label selector, which no Pod
+    annotation passes, and the evictor's too."""
     return DeschedulerScope.of(policy).selector(
         Requirement(names.DRAINING_LABEL, Operator.IN, (policy.id,)))
 
@@ -81,11 +84,11 @@ def render_descheduler_policy(policy: Policy,
     """The DeschedulerPolicy for one policy; ``node_labels`` are the label values seen on nodes,
     against which ``*`` patterns in ``descheduler.nodeSelector`` are expanded."""
     d = policy.descheduler
-    t = d.high_node_utilization.thresholds
     node_selector = node_pool(policy, node_labels).render()
+    scope = eviction_selector(policy)
     evictor: dict[str, Any] = {
         "nodeFit": d.default_evictor.node_fit,
-        "labelSelector": _selector_object(eviction_selector(policy)),
+        "labelSelector": _selector_object(scope),
     }
     if policy.namespace:
         # A CompactionPolicy's descheduler evicts in its own namespace only, whatever labels
@@ -117,21 +120,21 @@ def render_descheduler_policy(policy: Policy,
                     "includePreferNoSchedule": True,
                     # The key only: a node that holds Pods of several policies carries one
                     # drain taint, and each policy's descheduler evicts its own Pods there
-                    # (the draining label of the evictor's selector says which).
+                    # (the draining label of the selector says which).
                     "includedTaints": [names.DRAIN_TAINT],
                     "namespaces": _namespaces(policy),
-                }},
-                {"name": "HighNodeUtilization", "args": {
-                    "thresholds": {"cpu": t.cpu, "memory": t.memory, "pods": t.pods},
-                    "numberOfNodes": d.high_node_utilization.number_of_nodes,
-                    "evictableNamespaces": {"exclude": sorted(names.PROTECTED_NAMESPACES)},
+                    # Applied before the evictor's filter, which lets a Pod with the evict
+                    # annotation past its own copy of this selector.
+                    "labelSelector": _selector_object(scope),
                 }},
             ],
+            # No balance plugin: HighNodeUtilization has no label selector, so the evict
+            # annotation would take any Pod of its underutilized nodes. The planner applies
+            # its thresholds and numberOfNodes when it chooses the nodes to taint.
             "plugins": {
                 "filter": {"enabled": ["DefaultEvictor"]},
                 "preevictionfilter": {"enabled": ["DefaultEvictor"]},
                 "deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]},
-                "balance": {"enabled": ["HighNodeUtilization"]},
             },
         }],
     })
@@ -175,7 +178,8 @@ def descheduler_cronjob(policy: Policy, runtime: PodRuntime, suspend: bool,
     }, SERVICE_ACCOUNT, name, _MOUNT, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": _metadata(policy, namespace),
+        "metadata": {**_metadata(policy, namespace),
+                     "annotations": runtime.scan_skips(runtime.image)},
         "spec": {
             "schedule": policy.descheduler.interval,
             "concurrencyPolicy": "Forbid",

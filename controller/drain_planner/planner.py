@@ -77,7 +77,7 @@ class _Site:
 
 
 def _may_source(node: NodeInfo) -> bool:
-    """Ready, schedulable and staying: a node the descheduler counts, and may drain."""
+    """Ready, schedulable and staying: a node the numberOfNodes gate counts, and may drain."""
     return node.ready and not node.unschedulable and not leaving(node)
 
 

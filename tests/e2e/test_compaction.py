@@ -35,6 +35,10 @@ def assert_planned_evictions(outcome: Outcome) -> None:
     assert r.futile_evictions == 0, r.table()
     assert r.evictions_off_freed == r.descheduler_evictions, r.table()
     assert r.descheduler_evictions <= r.movable_on_freed, r.table()
+    # Every replacement of a drain's evictee the controller saw land, landed where the plan
+    # keeps nodes.
+    assert r.landings.get("free_node", 0) == 0, r.table()
+    assert sum(r.landings.values()) > 0 or not r.descheduler_evictions, r.table()
 
 
 def assert_within_limits(outcome: Outcome, descheduler: Mapping[str, Any]) -> None:
@@ -101,24 +105,25 @@ def test_no_descheduler_run_exceeds_the_policy_limits(outcome: Outcome) -> None:
 def test_one_sparse_node_is_left_alone_with_number_of_nodes_one(
         outcome: Outcome, e2e_cluster: Cluster, e2e_kube: Kube, stack: CompactorStack,
         tmp_path: Path) -> None:
-    """numberOfNodes: 1 needs two underutilised nodes; a pool with one acts on nothing."""
+    """numberOfNodes: 1 needs two underutilised nodes; a pool with one acts on nothing. The
+    planner applies the gate (the rendered descheduler runs no HighNodeUtilization), so the
+    sparse node, whose one Pod could move, is never tainted and nothing is evicted."""
     kube = e2e_kube
     pool = ["gate-dense", "gate-sparse"]
     e2e_cluster.add_nodes(kube, pool, NodeShape(), labels={"compactor.test/pool": "gate"})
     kube.ensure_namespace("gate", default_service_account=True)
     for name, node, replicas, cpu in (("dense", pool[0], 3, "1"), ("sparse", pool[1], 1,
                                                                    "200m")):
-        kube.create(path("replicasets", "gate"), {
-            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+        kube.create(path("deployments", "gate"), {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name,
-                                                          "compactor.dev/policy": "gate"}},
+                     "template": {"metadata": {"labels": {"app": name}},
                                   "spec": {"nodeName": node, "containers": [{
                                       "name": "c", "image": "pause",
                                       "resources": {"requests": {"cpu": cpu,
                                                                  "memory": "64Mi"}}}]}}}})
-    kube.apply(path("clustercompactionpolicies", name="gate",
-                    api="apis/compactor.dev/v1alpha1"), {
+    policy = path("clustercompactionpolicies", name="gate", api="apis/compactor.dev/v1alpha1")
+    kube.apply(policy, {
         "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
         "metadata": {"name": "gate"},
         "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": ["gate"]}},
@@ -129,12 +134,29 @@ def test_one_sparse_node_is_left_alone_with_number_of_nodes_one(
                                                             "pods": 50}}}}})
     cm = wait_for("the gate policy's descheduler ConfigMap", lambda: kube.get(
         path("configmaps", "compactor-system", "compactor-descheduler-gate")))
-    (hnu,) = [c for c in yaml.safe_load(cm["data"]["policy.yaml"])["profiles"][0]["pluginConfig"]
-              if c["name"] == "HighNodeUtilization"]
-    assert hnu["args"]["numberOfNodes"] == 1
+    (profile,) = yaml.safe_load(cm["data"]["policy.yaml"])["profiles"]
+    assert set(profile["plugins"]) == {"filter", "preevictionfilter", "deschedule"}
     wait_for("gate pods running", lambda: sum(
         1 for p in kube.items(path("pods", "gate")) if p["status"].get("phase") == "Running")
         == 4)
+
+    def gated() -> list[str] | None:
+        plan = kube.get(policy).get("status", {}).get("plan") or {}
+        reasons = [r for u in plan.get("unremovable", []) if u["node"] == pool[1]
+                   for r in u["reasons"]]
+        return reasons or None
+    wait_for("gate pods managed", lambda: all(
+        p["metadata"]["labels"].get("compactor.dev/policy") == "gate"
+        for p in kube.items(path("pods", "gate"))))
+    # The sparse Pod is managed and would fit on the dense node: the gate alone holds it.
+    expected = ["only 1 underutilized nodes; numberOfNodes is 1"]
+    try:
+        wait_for("the plan's verdict on the sparse node", lambda: gated() == expected)
+    except TimeoutError as e:
+        raise AssertionError(f"{gated()} != {expected}") from e
+    taints = kube.get(path("nodes", name=pool[1]))["spec"].get("taints") or []
+    assert not any(t["key"] == "compactor.dev/drain" for t in taints), taints
+    assert not any("compactor.dev/draining" in p["metadata"]["labels"]
+                   for p in kube.items(path("pods", "gate")))
     result = stack.run_descheduler("gate")
     assert result.evicted == []
-    assert "Number of underutilized nodes" in result.log

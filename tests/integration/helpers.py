@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import re
 import subprocess
 import time
 import uuid
@@ -133,6 +134,46 @@ def descheduler_dry_run(cluster: Cluster, policy: dict[str, Any], workdir: Path,
             return log
         time.sleep(0.5)
     raise AssertionError(f"the descheduler's snapshot never held the test's Pods:\n{log[-3000:]}")
+
+
+# Matches no Pod and no namespace: no test object carries this label.
+_NOTHING = {"matchExpressions": [{"key": "compactor.test/witness", "operator": "Exists"}]}
+
+
+def with_witness(policy: dict[str, Any]) -> dict[str, Any]:
+    """``policy`` with a profile run before its own that evicts nothing and names every Pod on
+    its nodes in the log (at ``--v=4``): a Pod without the descheduler's evict annotation fails
+    the witness evictor's label selector, and one with it passes that filter (the annotation
+    skips it) and fails its namespace selector. Profiles run in order and the dry run's copy
+    of the cluster only grows meanwhile, so a Pod the witness named was in the snapshot the
+    policy's own profile read: a Pod it left alone was seen, not missed."""
+    witness = {
+        "name": "compactor-test-witness",
+        "pluginConfig": [
+            {"name": "DefaultEvictor", "args": {"nodeFit": False, "labelSelector": _NOTHING,
+                                                "namespaceLabelSelector": _NOTHING}},
+            {"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 0}},
+        ],
+        "plugins": {"filter": {"enabled": ["DefaultEvictor"]},
+                    "preevictionfilter": {"enabled": ["DefaultEvictor"]},
+                    "deschedule": {"enabled": ["PodLifeTime"]}},
+    }
+    return {**policy, "profiles": [witness, *policy["profiles"]]}
+
+
+def named_pods(log: str) -> set[str]:
+    """Every Pod (namespace/name) a descheduler log names."""
+    return set(re.findall(r'pod="([^"]+)"', log))
+
+
+def evicted_in_dry_run(log: str) -> dict[str, tuple[str, str]]:
+    """The Pods a dry run evicted (namespace/name), each with its plugin and profile."""
+    out = {}
+    for line in log.splitlines():
+        if "Evicted pod in dry run mode" in line:
+            fields = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            out[fields["pod"]] = (fields["strategy"], fields["profile"])
+    return out
 
 
 def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:

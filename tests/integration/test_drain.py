@@ -19,9 +19,12 @@ from tests.integration.conftest import Policies
 from tests.integration.helpers import (
     HARNESS_PLAN,
     descheduler_dry_run,
+    evicted_in_dry_run,
     hold_running,
+    named_pods,
     pod_template,
     running_pods,
+    with_witness,
 )
 
 
@@ -185,18 +188,14 @@ async def test_a_restarted_controller_adopts_its_drain_and_clears_a_dead_policys
                    for p in kube.items(path("pods", namespace)))
 
 
-def _evicted_in_dry_run(log: str) -> set[str]:
-    return {line.split('pod="', 1)[1].split('"', 1)[0]
-            for line in log.splitlines() if "Evicted pod in dry run mode" in line}
-
-
 @pytest.mark.asyncio
 async def test_two_teams_policies_drain_a_shared_node_each_evicting_only_its_own_pods(
         cluster: Cluster, kube: Kube, workloads: Cluster, compaction_policies: Policies,
         in_process_reconciler: Reconciler, tmp_path: Path) -> None:
     """Two policies, one per team's namespace, on nodes that run Pods of both: one plan
     drains the sparse node, it carries one drain taint, and each policy's real descheduler
-    (its rendered config, dry run) evicts its own team's Pods there and nothing else."""
+    (its rendered config, dry run) evicts its own team's Pods there and nothing else, one
+    team's at a time, in the plan's order, whichever of the two runs first."""
     pool, dense, sparse = _pool(cluster, kube)
     teams = [f"a-{uuid.uuid4().hex[:6]}", f"b-{uuid.uuid4().hex[:6]}"]
     for ns in teams:
@@ -217,27 +216,51 @@ async def test_two_teams_policies_drain_a_shared_node_each_evicting_only_its_own
         taint = _drain_taint(kube, sparse)
         assert taint is not None and taint["value"] == min(ids), taint
         assert taint["effect"] == "PreferNoSchedule" and _drain_taint(kube, dense) is None
-        light = {}
+        light, marked = {}, {}
         for ns, policy in zip(teams, ids, strict=True):
             (pod,) = kube.items(path("pods", ns), "app=light")
-            assert pod["metadata"]["labels"].get("compactor.dev/draining") == policy
+            marked[policy] = pod["metadata"]["labels"].get("compactor.dev/draining")
             light[policy] = f"{ns}/{pod['metadata']['name']}"
             plan = kube.get(compaction_policies.path(policy))["status"]["plan"]
             assert plan["drainingNodes"] == [sparse], plan
             assert not any("scope" in r or "no compaction policy" in r
                            for u in plan["unremovable"] for r in u["reasons"]), plan
+        # The two Pods are alike: the plan placed the one of the smaller name first.
+        first = min(ids, key=lambda p: light[p].split("/", 1)[1])
+        second = next(p for p in ids if p != first)
+        assert marked == {first: first, second: None}, marked
 
-        ns_system = "compactor-system"
-        for policy in ids:
-            cm = kube.get(path("configmaps", ns_system, f"compactor-descheduler-{policy}"))
-            doc = yaml.safe_load(cm["data"]["policy.yaml"])
-            args = {c["name"]: c["args"] for c in doc["profiles"][0]["pluginConfig"]}
-            assert args["RemovePodsViolatingNodeTaints"]["includedTaints"] == [
-                "compactor.dev/drain"]
-            (tmp_path / policy).mkdir()
-            log = descheduler_dry_run(cluster, doc, tmp_path / policy,
-                                      lambda log: "Evicted pod in dry run mode" in log)
-            assert _evicted_in_dry_run(log) == {light[policy]}, (policy, log[-3000:])
+        def dry_runs(order: list[str], want: dict[str, set[str]], step: str,
+                     there: set[str]) -> None:
+            for policy in order:
+                cm = kube.get(path("configmaps", "compactor-system",
+                                   f"compactor-descheduler-{policy}"))
+                doc = yaml.safe_load(cm["data"]["policy.yaml"])
+                args = {c["name"]: c["args"] for c in doc["profiles"][0]["pluginConfig"]}
+                assert args["RemovePodsViolatingNodeTaints"]["includedTaints"] == [
+                    "compactor.dev/drain"]
+                work = tmp_path / f"{step}-{order.index(policy)}-{policy}"
+                work.mkdir()
+                # Judged once its snapshot held the teams' Pods left on the drained node.
+                log = descheduler_dry_run(cluster, with_witness(doc), work,
+                                          lambda log: there <= named_pods(log))
+                assert set(evicted_in_dry_run(log)) == want[policy], (policy, log[-3000:])
+
+        for order in (ids, ids[::-1]):
+            dry_runs(order, {first: {light[first]}, second: set()}, "first",
+                     set(light.values()))
+        # The first team's Pod is gone (its replacement landed elsewhere): the second's turn.
+        first_ns = light[first].split("/", 1)[0]
+        kube.patch(path("deployments", first_ns, "light"), {"spec": {"replicas": 0}})
+        wait_for("the first team's Pod gone", lambda: not kube.items(
+            path("pods", first_ns), "app=light") or None)
+        summary = await in_process_reconciler.reconcile()
+        assert not summary.errors, summary.errors
+        (pod,) = kube.items(path("pods", light[second].split("/", 1)[0]), "app=light")
+        assert pod["metadata"]["labels"].get("compactor.dev/draining") == second
+        for order in (ids, ids[::-1]):
+            dry_runs(order, {first: set(), second: {light[second]}}, "second",
+                     {light[second]})
     finally:
         for ns in teams:
             kube.delete(path("namespaces", name=ns))
@@ -314,6 +337,8 @@ async def test_room_a_terminating_statefulset_pods_replacement_needs_takes_no_pl
     pool, dense, sparse = _setup(cluster, kube, namespace)
     template = pod_template({"app": "db"}, "1750m")
     template["spec"]["nodeName"] = sparse
+    # Its replacement may go to the pool's nodes only (this cluster has other tests' nodes).
+    template["spec"]["nodeSelector"] = {"compactor.test/pool": pool}
     # kwok would strip the finalizer below and delete the Pod at once: it leaves this one be.
     template["metadata"]["annotations"] = {MANUAL_STATUS: "manual"}
     kube.create(path("statefulsets", namespace), {

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import subprocess
-import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.act.metrics import ControllerMetrics
 from controller.kubeapi.client import Api
@@ -23,16 +22,19 @@ from controller.process.reconciler import Reconciler
 from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
 from localcluster.cluster.kube import path, wait_for
-from localcluster.cluster.process import free_port
 from tests.integration.conftest import Policies
 from tests.integration.helpers import (
     HARNESS_PLAN,
     WEBHOOK_NAMESPACE_LABEL,
     RunningWebhook,
+    descheduler_dry_run,
+    evicted_in_dry_run,
     hold_running,
     install_foreign_crds,
+    named_pods,
     owner_ref,
     pod_template,
+    with_witness,
 )
 
 ALL_KINDS = ["Deployment", "StatefulSet", "DaemonSet", "CronJob", "Job", "Rollout",
@@ -109,27 +111,6 @@ def _running(kube: Kube, ns: str, count: int) -> list[dict[str, Any]] | None:
     return pods if len(pods) >= count else None
 
 
-def _dry_run(cluster: Cluster, policy_doc: str, tmp_path: Path, dense: str) -> str:
-    file = tmp_path / "policy.yaml"
-    file.write_text(policy_doc)
-    log = ""
-    # The dry run's informers may start before they have listed the Pods; run again until
-    # its snapshot holds the dense node's real load (as the other dry-run test does).
-    for _ in range(30):
-        out = subprocess.run(
-            [str(cluster.bin / "descheduler"), f"--kubeconfig={cluster.kubeconfig}",
-             f"--policy-config-file={file}", "--dry-run", "--v=4",
-             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-             f"--cert-dir={tmp_path / 'certs'}"],
-            capture_output=True, text=True, timeout=120, check=False)
-        log = out.stdout + out.stderr
-        assert out.returncode == 0, log[-3000:]
-        if f'node="{dense}" usage={{"cpu":"3"' in log:
-            return log
-        time.sleep(0.5)
-    raise AssertionError(f"the dry run never saw the dense node's load:\n{log[-3000:]}")
-
-
 @pytest.mark.asyncio
 async def test_descheduler_evicts_only_deployment_and_statefulset_pods_of_every_kind(
         cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
@@ -137,17 +118,12 @@ async def test_descheduler_evicts_only_deployment_and_statefulset_pods_of_every_
         tmp_path: Path) -> None:
     install_foreign_crds(kube)
     pool = f"pool-{uuid.uuid4().hex[:5]}"
-    dense, sparse = f"{pool}-dense", f"{pool}-sparse"
-    cluster.add_nodes(kube, [dense, sparse], NodeShape(), labels={"compactor.test/pool": pool})
-    filler = pod_template({"app": "heavy"}, "1")
-    filler["spec"]["nodeName"] = dense
-    kube.create(path("replicasets", namespace), {
-        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "heavy"},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "heavy"}},
-                 "template": filler}})
+    # The empty node is where nodeFit finds room for the evicted Pods.
+    empty, sparse = f"{pool}-empty", f"{pool}-sparse"
+    cluster.add_nodes(kube, [empty, sparse], NodeShape(), labels={"compactor.test/pool": pool})
     _create_every_kind(kube, namespace, sparse)
-    wait_for("a running Pod of every kind and the filler", lambda: _running(
-        kube, namespace, 3 + len(ALL_KINDS)), timeout=90)
+    wait_for("a running Pod of every kind", lambda: _running(
+        kube, namespace, len(ALL_KINDS)), timeout=90)
 
     name = compaction_policies.make(namespace, {
         "scope": {"namespaceSelector": {"operator": "In", "values": [namespace]},
@@ -155,23 +131,29 @@ async def test_descheduler_evicts_only_deployment_and_statefulset_pods_of_every_
         "descheduler": {
             "maxNoOfPodsToEvictPerNode": 20, "maxNoOfPodsToEvictPerNamespace": 20,
             "maxNoOfPodsToEvictTotal": 20,
-            "nodeSelector": {"matchLabels": {"compactor.test/pool": pool}},
-            "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 100, "pods": 100}}}})
+            "nodeSelector": {"matchLabels": {"compactor.test/pool": pool}}}})
     summary = await in_process_reconciler.reconcile()
     assert not summary.errors, summary.errors
 
-    # The node holds Pods the policy cannot move, so its plan does not drain it; mark every
-    # Pod as a drain would, so that the kind label alone decides what may be evicted.
+    # The node holds Pods the policy cannot move, so its plan does not drain it; taint it and
+    # mark every Pod as a drain would, so that the kind label alone decides what is evicted.
+    kube.patch(path("nodes", name=sparse), {"spec": {"taints": [{
+        "key": "compactor.dev/drain", "value": name, "effect": "PreferNoSchedule"}]}})
     for p in kube.items(path("pods", namespace)):
         if p["spec"].get("nodeName") == sparse:
             kube.patch(path("pods", namespace, p["metadata"]["name"]),
                        {"metadata": {"labels": {"compactor.dev/draining": name}}})
     cm = kube.get(path("configmaps", "compactor-system", f"compactor-descheduler-{name}"))
-    log = _dry_run(cluster, cm["data"]["policy.yaml"], tmp_path, dense)
     apps = {f"{namespace}/{p['metadata']['name']}": p["metadata"]["labels"]["app"]
             for p in kube.items(path("pods", namespace))}
-    planned = sorted(apps[line.split('pod="', 1)[1].split('"', 1)[0]]
-                     for line in log.splitlines() if "Evicted pod in dry run mode" in line)
+    try:
+        # Until its snapshot held the Pod of every kind.
+        log = descheduler_dry_run(
+            cluster, with_witness(yaml.safe_load(cm["data"]["policy.yaml"])), tmp_path,
+            lambda text: set(apps) <= named_pods(text))
+    finally:
+        kube.patch(path("nodes", name=sparse), {"spec": {"taints": None}})
+    planned = sorted(apps[key] for key in evicted_in_dry_run(log))
     assert planned == ["deploy", "sts"], log[-3000:]
     managed = {p["metadata"]["labels"]["app"] for p in kube.items(path("pods", namespace))
                if (p["metadata"].get("labels") or {}).get("compactor.dev/policy") == name}

@@ -25,7 +25,13 @@ from localcluster import ApiError, Cluster, Kube
 from localcluster.cluster.control_plane import MANUAL_STATUS, NodeShape
 from localcluster.cluster.kube import path, wait_for
 from tests.integration.conftest import Policies
-from tests.integration.helpers import descheduler_dry_run, hold_running, pod_template
+from tests.integration.helpers import (
+    descheduler_dry_run,
+    hold_running,
+    named_pods,
+    pod_template,
+    with_witness,
+)
 
 # The planner's verdict on each Pod of the sparse node (by its ``app`` label): the code of
 # the reason it keeps the node, or MOVABLE.
@@ -258,11 +264,13 @@ async def test_the_descheduler_evicts_exactly_the_pods_the_planner_judges_movabl
     cm = kube.get(path("configmaps", names.INSTALL_NAMESPACE,
                        names.descheduler_name(policy)))
     doc = yaml.safe_load(cm["data"]["policy.yaml"])
-    # Until its snapshot holds both nodes' real load: the dense node's filler and the
-    # sparse node's Pods (its informers may start before they have listed them all).
-    log = descheduler_dry_run(cluster, doc, tmp_path, lambda log: (
-        f'node="{dense}" usage={{"cpu":"{FILLER_CPU}"' in log
-        and f'"Pods on node" node="{sparse}" allPods={len(pods)}' in log))
+    # Until its snapshot holds both nodes' real load: the dense node's filler, by which
+    # nodeFit judges, and the sparse node's Pods (its informers may start before they have
+    # listed them all).
+    bound = {f"{namespace}/{p['metadata']['name']}" for p in kube.items(path("pods", namespace))
+             if p["spec"].get("nodeName") in (dense, sparse)}
+    log = descheduler_dry_run(cluster, with_witness(doc), tmp_path,
+                              lambda log: bound <= named_pods(log))
     picked = _picked(log)
     assert set(picked) <= set(apps), ("the descheduler picked Pods off the sparse node",
                                       sorted(set(picked) - set(apps)))

@@ -21,9 +21,12 @@ from localcluster.cluster.kube import path, wait_for
 from localcluster.cluster.process import free_port
 from tests.integration.helpers import (
     descheduler_dry_run,
+    evicted_in_dry_run,
+    named_pods,
     pod_template,
     run_pinned,
     running_pods,
+    with_witness,
 )
 from tests.reference import reference_policies
 
@@ -38,33 +41,35 @@ def pool(cluster: Cluster, kube: Kube, workloads: Cluster) -> tuple[str, list[st
     return pool_name, nodes
 
 
-def test_real_descheduler_dry_run_plans_evicting_only_eligible_pods_from_the_sparse_node(
+def test_real_descheduler_dry_run_evicts_only_eligible_pods_from_the_drained_node(
         cluster: Cluster, kube: Kube, namespace: str, pool: tuple[str, list[str]],
         tmp_path: Path) -> None:
-    pool_name, (dense, sparse) = pool
+    pool_name, (_, sparse) = pool
     policy = parse_policy({"metadata": {"name": "pack", "uid": "u1"}, "spec": {"descheduler": {
         "nodeSelector": {"matchExpressions": [{"key": "compactor.test/pool", "operator": "In",
-                                               "values": ["pool-*"]}]},
-        "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 100, "pods": 100}}}}})
+                                               "values": ["pool-*"]}]}}}})
     # As the controller labels the Pods of a node its plan drains.
     managed = {"compactor.dev/policy": "pack", "compactor.dev/workload-kind": "Deployment",
                "compactor.dev/draining": "pack"}
     run_pinned(kube, namespace, [
-        ("heavy", dense, 3, "1", {}), ("movable", sparse, 1, "200m", managed),
+        ("movable", sparse, 1, "200m", managed),
         ("guarded", sparse, 1, "200m", {**managed, "compactor.dev/protected": "true"}),
         ("foreign", sparse, 1, "200m", {"compactor.dev/policy": "other"})])
-
-    node_labels = {"compactor.test/pool": [pool_name, "unrelated"]}
-    doc = render_descheduler_policy(policy, node_labels)
-    assert doc["nodeSelector"] == f"compactor.test/pool in ({pool_name})"
-    # Until its snapshot has the dense node at the 75% CPU it really carries.
-    log = descheduler_dry_run(cluster, doc, tmp_path,
-                              lambda text: f'node="{dense}" usage={{"cpu":"3"' in text)
-    planned = [line for line in log.splitlines() if "Evicted pod in dry run mode" in line]
-    assert len(planned) == 1, log[-3000:]
-    assert f'"{namespace}/movable-' in planned[0]
-    # The protected Pod and the other policy's Pod are judged non-removable by our selector.
-    assert f'"Pods on node" node="{sparse}" allPods=3 nonRemovablePods=2 removablePods=1' in log
+    kube.patch(path("nodes", name=sparse), {"spec": {"taints": [{
+        "key": "compactor.dev/drain", "value": "pack", "effect": "PreferNoSchedule"}]}})
+    try:
+        node_labels = {"compactor.test/pool": [pool_name, "unrelated"]}
+        doc = render_descheduler_policy(policy, node_labels)
+        assert doc["nodeSelector"] == f"compactor.test/pool in ({pool_name})"
+        apps = {f"{namespace}/{p['metadata']['name']}": p["metadata"]["labels"]["app"]
+                for p in kube.items(path("pods", namespace))}
+        # Until its snapshot held every Pod of the drained node.
+        log = descheduler_dry_run(cluster, with_witness(doc), tmp_path,
+                                  lambda text: set(apps) <= named_pods(text))
+        # The protected Pod and the other policy's Pod are outside our selector.
+        assert [apps[k] for k in evicted_in_dry_run(log)] == ["movable"], log[-3000:]
+    finally:
+        kube.patch(path("nodes", name=sparse), {"spec": {"taints": None}})
 
 
 POLICYCHECK_CASES = {
@@ -149,9 +154,7 @@ def test_real_descheduler_evicts_a_planned_drain_and_nothing_else(
     policy = parse_policy({"metadata": {"name": "plan", "uid": "u2"}, "spec": {"descheduler": {
         "maxNoOfPodsToEvictPerNode": 5, "maxNoOfPodsToEvictPerNamespace": 5,
         "maxNoOfPodsToEvictTotal": 5,
-        "nodeSelector": {"matchLabels": {"compactor.test/pool": pool_name}},
-        # No node is underutilized: HighNodeUtilization has nothing to do here.
-        "highNodeUtilization": {"thresholds": {"cpu": 1, "memory": 1, "pods": 1}}}}})
+        "nodeSelector": {"matchLabels": {"compactor.test/pool": pool_name}}}}})
     managed = {"compactor.dev/policy": "plan", "compactor.dev/workload-kind": "Deployment"}
     draining = {**managed, "compactor.dev/draining": "plan"}
     run_pinned(kube, namespace, [
@@ -161,14 +164,16 @@ def test_real_descheduler_evicts_a_planned_drain_and_nothing_else(
         "key": "compactor.dev/drain", "value": "plan", "effect": "PreferNoSchedule"}]}})
     try:
         doc = render_descheduler_policy(policy, {"compactor.test/pool": [pool_name]})
-        # Until its informers have listed both planned Pods (a run whose snapshot held one
-        # of them evicts one: a snapshot short of the test's Pods, not a verdict).
-        log = descheduler_dry_run(cluster, doc, tmp_path,
-                                  lambda text: text.count("Evicted pod in dry run mode") >= 2)
-        planned = [line for line in log.splitlines() if "Evicted pod in dry run mode" in line]
-        assert len(planned) == 2, log[-3000:]
-        assert all(f'"{namespace}/planned-' in line for line in planned)
-        assert all('strategy="RemovePodsViolatingNodeTaints"' in line for line in planned)
+        pods = {f"{namespace}/{p['metadata']['name']}": p["metadata"]["labels"]["app"]
+                for p in kube.items(path("pods", namespace))}
+        # Until its snapshot held every Pod of both nodes (a run whose snapshot held one
+        # planned Pod evicts one: a snapshot short of the test's Pods, not a verdict).
+        log = descheduler_dry_run(cluster, with_witness(doc), tmp_path,
+                                  lambda text: set(pods) <= named_pods(text))
+        evicted = evicted_in_dry_run(log)
+        assert sorted(pods[k] for k in evicted) == ["planned", "planned"], log[-3000:]
+        assert {strategy for strategy, _ in evicted.values()} == {
+            "RemovePodsViolatingNodeTaints"}
     finally:
         kube.patch(path("nodes", name=sparse), {"spec": {"taints": None}})
 
@@ -234,8 +239,7 @@ def test_node_fit_judges_only_the_nodes_of_the_policys_pool(
     policy = parse_policy({"metadata": {"name": "fit", "uid": "u3"}, "spec": {"descheduler": {
         "maxNoOfPodsToEvictPerNode": 5, "maxNoOfPodsToEvictPerNamespace": 5,
         "maxNoOfPodsToEvictTotal": 5,
-        "nodeSelector": {"matchLabels": {"compactor.test/pool": pool_name}},
-        "highNodeUtilization": {"thresholds": {"cpu": 1, "memory": 1, "pods": 1}}}}})
+        "nodeSelector": {"matchLabels": {"compactor.test/pool": pool_name}}}}})
     draining = {"compactor.dev/policy": "fit", "compactor.dev/workload-kind": "Deployment",
                 "compactor.dev/draining": "fit"}
     # 3 of the dense node's 4 CPUs are taken: the 1.5-CPU Pod fits nowhere else in the pool.

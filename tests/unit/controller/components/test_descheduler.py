@@ -28,17 +28,12 @@ def _args(doc: dict[str, Any], plugin: str) -> dict[str, Any]:
     return found
 
 
-def test_aggressive_reference_example_renders_its_limits_and_thresholds() -> None:
+def test_aggressive_reference_example_renders_its_limits() -> None:
     doc = render_descheduler_policy(
         parse_policy(reference_policies()["production-workers-aggressive"]), {})
     assert doc["apiVersion"] == "descheduler/v1alpha2" and doc["kind"] == "DeschedulerPolicy"
     assert (doc["maxNoOfPodsToEvictPerNode"], doc["maxNoOfPodsToEvictPerNamespace"],
             doc["maxNoOfPodsToEvictTotal"]) == (2, 4, 6)
-    hnu = _args(doc, "HighNodeUtilization")
-    assert hnu["thresholds"] == {"cpu": 60, "memory": 60, "pods": 50}
-    assert hnu["numberOfNodes"] == 0
-    assert hnu["evictableNamespaces"] == {"exclude": ["compactor-system", "kube-system"]}
-    assert doc["profiles"][0]["plugins"]["balance"] == {"enabled": ["HighNodeUtilization"]}
     assert "nodeSelector" not in doc
 
 
@@ -56,16 +51,53 @@ def test_label_selector_is_the_policy_label_and_the_evictors_own_selector() -> N
     ]}
 
 
-def test_the_planners_drains_are_evicted_by_the_taint_plugin_beside_high_node_utilization(
-        ) -> None:
-    doc = render_descheduler_policy(_p({}), {})
+def test_the_planners_drains_are_evicted_by_the_taint_plugin_alone() -> None:
+    doc = render_descheduler_policy(_p({"descheduler": {"highNodeUtilization": {
+        "numberOfNodes": 2, "thresholds": {"cpu": 60, "memory": 60, "pods": 50}}}}), {})
     taints = _args(doc, "RemovePodsViolatingNodeTaints")
     assert taints == {"includePreferNoSchedule": True,
                       "includedTaints": ["compactor.dev/drain"],
-                      "namespaces": {"exclude": ["compactor-system", "kube-system"]}}
-    plugins = doc["profiles"][0]["plugins"]
-    assert plugins["deschedule"] == {"enabled": ["RemovePodsViolatingNodeTaints"]}
-    assert plugins["balance"] == {"enabled": ["HighNodeUtilization"]}
+                      "namespaces": {"exclude": ["compactor-system", "kube-system"]},
+                      "labelSelector": _args(doc, "DefaultEvictor")["labelSelector"]}
+    # HighNodeUtilization has no label selector of its own, so nothing could keep the evict
+    # annotation from taking any Pod of its underutilized nodes: the planner applies its
+    # thresholds and numberOfNodes, and nothing renders it.
+    (profile,) = doc["profiles"]
+    assert [c["name"] for c in profile["pluginConfig"]] == [
+        "DefaultEvictor", "RemovePodsViolatingNodeTaints"]
+    assert profile["plugins"] == {"filter": {"enabled": ["DefaultEvictor"]},
+                                  "preevictionfilter": {"enabled": ["DefaultEvictor"]},
+                                  "deschedule": {"enabled": ["RemovePodsViolatingNodeTaints"]}}
+
+
+@pytest.mark.parametrize("spec", [
+    {},
+    {"descheduler": {"defaultEvictor": {"evictDaemonSetPods": True,
+                                        "labelSelector": {"matchLabels": {"tier": "web"}}}}},
+])
+def test_the_taint_plugin_holds_the_whole_eviction_selector_itself(spec: dict[str, Any]
+                                                                    ) -> None:
+    # The DefaultEvictor's filter passes a Pod annotated descheduler.alpha.kubernetes.io/evict
+    # before it checks its selector; the plugin's own selector is applied before the evictor.
+    doc = render_descheduler_policy(_p(spec), {})
+    mine = _args(doc, "RemovePodsViolatingNodeTaints")["labelSelector"]
+    evictors = _args(doc, "DefaultEvictor")["labelSelector"]
+    assert mine == evictors and mine is not evictors  # equal, and no YAML alias between them
+    keys = [e["key"] for e in mine["matchExpressions"]]
+    assert keys[:5] == ["compactor.dev/policy", "compactor.dev/workload-kind",
+                        "compactor.dev/suppressed", "compactor.dev/protected",
+                        "compactor.dev/draining"]
+    assert keys[5:] == (["tier"] if spec else [])
+
+
+def test_a_namespaced_policys_taint_plugin_is_held_to_its_namespace() -> None:
+    policy = parse_policy({"kind": "CompactionPolicy",
+                           "metadata": {"name": "team", "namespace": "shop", "uid": "u"},
+                           "spec": {}})
+    taints = _args(render_descheduler_policy(policy, {}), "RemovePodsViolatingNodeTaints")
+    assert taints["namespaces"] == {"include": ["shop"]}
+    assert {"key": "compactor.dev/policy", "operator": "In", "values": ["shop.team"]} in \
+        taints["labelSelector"]["matchExpressions"]
 
 
 @pytest.mark.parametrize(("evictor", "protections"), [
@@ -144,3 +176,4 @@ def test_configmap_carries_the_policy_under_policy_yaml() -> None:
     cm = descheduler_configmap(policy, render_descheduler_policy(policy, {}))
     assert cm["metadata"]["name"] == "compactor-descheduler-pack"
     assert "kind: DeschedulerPolicy" in cm["data"]["policy.yaml"]
+    assert "&id" not in cm["data"]["policy.yaml"]  # the two selectors are written out in full

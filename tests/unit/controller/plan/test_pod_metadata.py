@@ -137,8 +137,8 @@ def test_karpenters_do_not_disrupt_is_protected() -> None:
 ])
 def test_a_pod_tolerating_the_drain_taint_is_protected(toleration: Toleration,
                                                        protected: bool) -> None:
-    # RemovePodsViolatingNodeTaints never evicts it, so HighNodeUtilization (which reads no
-    # tolerations) may not either: the label keeps both away, and its node is never drained.
+    # RemovePodsViolatingNodeTaints never evicts it: the label says so to the rendered
+    # selector too, and its node is never drained.
     pod = replace(_pod(), constraints=Constraints(tolerations=(toleration,)))
     assert is_protected(pod) is protected
 
