@@ -17,6 +17,20 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# checkov, the policy scan of `make lint`, in a virtual environment of its own (its many
+# dependencies stay out of .venv), one per version pinned in tools/versions.env.
+CHECKOV_VERSION := $(shell sed -n 's/^CHECKOV_VERSION=//p' tools/versions.env)
+CHECKOV_VENV := .cache/checkov/$(CHECKOV_VERSION)
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+
+$(CHECKOV_STAMP):
+	@test -n "$(CHECKOV_VERSION)" || { echo "tools/versions.env pins no CHECKOV_VERSION" >&2; exit 2; }
+	rm -rf $(CHECKOV_VENV)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
+	@touch $@
+
 ## tools: build (once) the control plane, kwok, descheduler, helm, prometheus and promtool,
 ## and the real node (kubelet, containerd, runc, CNI plugins)
 tools:
@@ -28,9 +42,12 @@ tools:
 images: tools
 	@bash tools/build-images.sh >/dev/null
 
-lint: $(STAMP)
+## lint: ruff, the import contracts, and the policy scan (checkov) of deploy/, the chart and
+## the objects the controller renders
+lint: $(STAMP) $(CHECKOV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	@bash tools/policy-scan.sh $(CHECKOV_VENV)/bin/checkov $(BIN)/python
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -17,6 +17,17 @@ DEFAULT_RESOURCES: Final[Mapping[str, Any]] = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": "256Mi"},
 }
+# The fields of a container's security context that a Pod's may hold too.
+_POD_LEVEL: Final = frozenset({"runAsNonRoot", "runAsUser", "runAsGroup", "seccompProfile",
+                               "seLinuxOptions", "appArmorProfile", "windowsOptions"})
+
+
+def _skip_annotations(reasons: Mapping[str, str]) -> dict[str, str]:
+    """checkov reads ``checkov.io/skip<n>: <check>=<reason>`` in an object's metadata (and no
+    comment in a Kubernetes manifest); docs/install.md lists every skip."""
+    assert not any("=" in why for why in reasons.values()), "checkov splits on '='"
+    return {f"checkov.io/skip{i}": f"{check}={why}"
+            for i, (check, why) in enumerate(sorted(reasons.items()), 1)}
 
 
 def restricted_security_context(openshift: bool) -> dict[str, Any]:
@@ -58,9 +69,28 @@ class PodRuntime:
             }],
             "volumes": [{"name": "config", "configMap": {"name": config_map}}],
         }
+        # Also at the Pod level, so that a container added later (a sidecar some admission
+        # webhook injects) runs under the same user and seccomp profile.
+        pod_context = {k: v for k, v in self.security_context.items() if k in _POD_LEVEL}
+        if pod_context:
+            spec["securityContext"] = pod_context
         if self.image_pull_secrets:
             spec["imagePullSecrets"] = [{"name": s} for s in self.image_pull_secrets]
         return spec
+
+    def scan_skips(self, image: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Annotations that skip checkov's findings on a Pod of these settings running
+        ``image`` that are by design, and ``extra`` (check id -> why)."""
+        out = {"CKV_K8S_38": "it calls the API server with its ServiceAccount token"}
+        if "cpu" not in (self.resources.get("limits") or {}):
+            out["CKV_K8S_11"] = ("no CPU limit: CFS throttling would only slow its work; "
+                                 "set one with the resources setting")
+        if self.pull_policy != "Always":
+            out["CKV_K8S_15"] = (f"{self.pull_policy}: the image is a fixed tag or a digest, "
+                                 "and Always makes every start depend on the registry")
+        if "@" not in image:
+            out["CKV_K8S_43"] = "not yet pinned by default: the image settings take a digest"
+        return _skip_annotations({**out, **(extra or {})})
 
 
 @dataclass(frozen=True)

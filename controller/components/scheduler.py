@@ -17,7 +17,7 @@ CONFIG_KEY: Final = "config.yaml"
 POD_SELECTOR: Final = component_selector("scheduler")
 _MOUNT: Final = "/etc/compactor-scheduler"
 # Above the sum of every other score's weight in the profile (NodeResourcesFit 1,
-# InterPodAffinity 2, NodeAffinity 2, ImageLocality 1, PodTopologySpread 2, VolumeBinding 1).
+# InterPodAffinity 2, NodeAffinity 2, PodTopologySpread 2, VolumeBinding 1).
 TAINT_WEIGHT: Final = 20
 
 
@@ -33,6 +33,11 @@ def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
             "resourceNamespace": namespace,
             "resourceName": names.MANAGED_SCHEDULER,
         },
+        # No /debug/pprof on its port (the --profiling flag is ignored beside --config).
+        "enableProfiling": False,
+        # Every feasible node is scored, as the planner's simulation scores them all: above
+        # 100 nodes kube-scheduler would otherwise stop at a sample and pick among those.
+        "percentageOfNodesToScore": 100,
         "profiles": [{
             "schedulerName": names.MANAGED_SCHEDULER,
             # Scores that pull the other way would undo the packing: balanced allocation
@@ -41,9 +46,12 @@ def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
             # A node the planner drains carries a PreferNoSchedule taint: TaintToleration's
             # weight makes it lose to any node without one, however full (MostAllocated
             # scores at most 100 at weight 1; the taint costs 100 at this weight each).
+            # ImageLocality would draw a Pod back to the nodes that have its image, the node it
+            # left among them: it serves no packing, and the simulation does not score it.
             "plugins": {"score": {
                 "enabled": [{"name": "TaintToleration", "weight": TAINT_WEIGHT}],
-                "disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+                "disabled": [{"name": "NodeResourcesBalancedAllocation"},
+                             {"name": "ImageLocality"}]}},
             "pluginConfig": [
                 {"name": "NodeResourcesFit", "args": {"scoringStrategy": {
                     "type": "MostAllocated",
@@ -80,9 +88,17 @@ def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
                           "initialDelaySeconds": 15},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}},
     }, SERVICE_ACCOUNT, names.SCHEDULER_CONFIGMAP, _MOUNT)
+    skips = runtime.scan_skips(image, {
+        "CKV_K8S_114": "profiling is off in its config file (enableProfiling: false), "
+                       "which --profiling cannot change beside --config",
+        "CKV_K8S_115": "the kubelet probes /livez and /readyz at the Pod's address; "
+                       "127.0.0.1 suits host-network control-plane Pods only",
+        "CKV2_K8S_6": "not yet: no NetworkPolicy is shipped",
+    })
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": namespace, "labels": labels},
+        "metadata": {"name": DEPLOYMENT, "namespace": namespace, "labels": labels,
+                     "annotations": skips},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": dict(POD_SELECTOR)},

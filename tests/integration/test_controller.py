@@ -156,7 +156,8 @@ async def test_scheduler_config_and_deployment_exist_only_while_a_policy_needs_t
     assert config["profiles"][0]["pluginConfig"][0]["args"]["scoringStrategy"]["type"] == \
         "MostAllocated"
     assert config["profiles"][0]["plugins"]["score"]["disabled"] == [
-        {"name": "NodeResourcesBalancedAllocation"}]
+        {"name": "NodeResourcesBalancedAllocation"}, {"name": "ImageLocality"}]
+    assert config["percentageOfNodesToScore"] == 100
     deploy = kube.get(path("deployments", "compactor-system", "compactor-scheduler"))
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
     version = kube.get("/version")["gitVersion"]

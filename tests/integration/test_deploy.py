@@ -228,12 +228,16 @@ def test_the_controller_account_may_patch_pod_metadata_but_never_pod_spec(
     assert kube.get(rs_url)["spec"]["replicas"] == 1
 
 
-def _status_with_token(cluster: Cluster, token: str, method: str, url: str) -> int:
-    """What the API server answers a component's own ServiceAccount token, no impersonation."""
+def _status_with_token(cluster: Cluster, token: str, method: str, url: str,
+                       body: dict[str, Any] | None = None) -> int:
+    """What the API server answers a component's own ServiceAccount token, no impersonation
+    (a PATCH's body is a JSON merge patch)."""
     tls = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
+    kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
     with httpx.Client(base_url=cluster.server, verify=tls,
                       headers={"Authorization": f"Bearer {token}"}, timeout=10) as client:
-        return client.request(method, url).status_code
+        return client.request(method, url, headers={"Content-Type": kind}, content=None
+                              if body is None else json.dumps(body)).status_code
 
 
 def test_the_accounts_real_tokens_are_refused_pods_secrets_and_deletion(
@@ -266,6 +270,47 @@ def test_the_accounts_real_tokens_are_refused_pods_secrets_and_deletion(
            for token, method, url, _ in cases]
     assert [status for _, _, status in got] == [want for *_, want in cases], got
     assert kube.get(pod_url)["metadata"]["uid"] == pod["metadata"]["uid"]
+
+
+def test_the_controller_token_may_change_its_own_webhook_configuration_and_no_other(
+        installed: None, cluster: Cluster, kube: Kube) -> None:
+    """Its ClusterRole reaches mutating webhook configurations by resourceNames (its own), which
+    the policy scan cannot see (CKV_K8S_155 is skipped on that ground): with the controller's
+    own token, changing another configuration is refused, beside the same change to its own."""
+    other = f"someone-else-{uuid.uuid4().hex[:6]}"
+    validating_api = "apis/admissionregistration.k8s.io/v1"
+    # No webhooks in them: they admit nothing while they exist.
+    mutating = kube.create(path("mutatingwebhookconfigurations"), {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": other}, "webhooks": []})
+    kube.create(path("validatingwebhookconfigurations", api=validating_api), {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": other}, "webhooks": []})
+    own = path("mutatingwebhookconfigurations", name="compactor-webhook")
+    theirs = path("mutatingwebhookconfigurations", name=other)
+    token = service_account_token(kube, "compactor-system", "compactor-controller")
+    touch = {"metadata": {"labels": {"compactor.test/touched": "yes"}}}
+    replaced = {**mutating, "metadata": {**mutating["metadata"], **touch["metadata"]}}
+    cases = [
+        ("PATCH", own, touch, 200),
+        ("PATCH", theirs, touch, 403),
+        ("PUT", theirs, replaced, 403),
+        ("DELETE", theirs, None, 403),
+        ("GET", theirs, None, 403),
+        ("POST", path("mutatingwebhookconfigurations"),
+         {**mutating, "metadata": {"name": f"{other}-new"}}, 403),
+        ("PATCH", path("validatingwebhookconfigurations", name=other, api=validating_api),
+         touch, 403),
+    ]
+    try:
+        got = [(method, url, _status_with_token(cluster, token, method, url, body))
+               for method, url, body, _ in cases]
+        assert [status for *_, status in got] == [want for *_, want in cases], got
+        assert "labels" not in kube.get(theirs)["metadata"]
+    finally:
+        kube.patch(own, {"metadata": {"labels": {"compactor.test/touched": None}}})
+        kube.delete(theirs)
+        kube.delete(path("validatingwebhookconfigurations", name=other, api=validating_api))
 
 
 def test_the_controller_account_may_set_its_drain_taint_on_a_node_and_nothing_else(

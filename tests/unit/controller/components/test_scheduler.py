@@ -19,8 +19,12 @@ def test_config_has_one_most_allocated_profile_and_its_own_lease() -> None:
     assert profile["schedulerName"] == "compactor-scheduler"
     fit, spread = profile["pluginConfig"]
     assert fit["name"] == "NodeResourcesFit"
-    # Nothing scores against packing: no balanced allocation, no system-default spreading.
-    assert profile["plugins"]["score"]["disabled"] == [{"name": "NodeResourcesBalancedAllocation"}]
+    # Nothing scores against packing: no balanced allocation, no system-default spreading, no
+    # pull towards the nodes that have a Pod's image.
+    assert profile["plugins"]["score"]["disabled"] == [
+        {"name": "NodeResourcesBalancedAllocation"}, {"name": "ImageLocality"}]
+    # Every feasible node is scored, as the planner's simulation scores them.
+    assert cfg["percentageOfNodesToScore"] == 100
     # A draining node's PreferNoSchedule taint outweighs MostAllocated and every other score.
     assert profile["plugins"]["score"]["enabled"] == [{"name": "TaintToleration", "weight": 20}]
     assert spread == {"name": "PodTopologySpread",
