@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from compaction.safety import Hold
 from controller.drain_planner.reasons import CAUSES, Code
+from tests.metric_tables import documented_metrics
 
 
 def test_every_code_has_a_cause_and_nothing_else_has_one() -> None:
@@ -21,3 +22,12 @@ def test_the_protected_namespaces_and_the_placeholder_priority_are_named_from_th
     assert "kube-system" in CAUSES[Code.PROTECTED_NAMESPACE]
     assert "compactor-system" in CAUSES[Code.PROTECTED_NAMESPACE]
     assert "-10" in CAUSES[Code.PLACEHOLDER]
+
+
+def test_the_metric_documents_every_code_the_planner_gives() -> None:
+    """docs/observability.md lists the reason label's values: every code but those only the
+    preview uses (a node it drained, a node no policy's pool holds) and the holds of Pods the
+    planner never weighs (mirror Pods never block; placeholders only need room)."""
+    (unremovable,) = [m for m in documented_metrics() if m.name == "compactor_nodes_unremovable"]
+    assert set(unremovable.values["reason"]) == {c.value for c in Code} - {
+        Code.DRAINED.value, Code.NO_POOL.value, Code.MIRROR.value, Code.PLACEHOLDER.value}
