@@ -210,11 +210,15 @@ async def test_lists_through_a_real_api_server_whose_watch_cache_is_behind(
             assert listed == want, seen
             assert plugin.code == 0, (seen, plugin.log[-3000:])
             assert sorted(json.loads(plugin.report)["policies"]) == ["behind"]
-            if plain.status == 504:
+            if plain.status == 504 and controller.behind:
                 break
-            # The backlog was taken in too quickly for the plain client to see it: more.
+            # The backlog was taken in too quickly for the plain client, or for the
+            # controller's reader, to meet it: more. (The plugin, a process of its own that
+            # starts later, may list after the cache has caught up, on a loaded machine
+            # above all; it must list every Pod either way, and it lists through the same
+            # client code the reader does.)
         else:
-            pytest.fail(f"the watch cache never fell 6 s behind: {seen}")
+            pytest.fail(f"the watch cache never stayed behind for both clients: {seen}")
         # The real answer, as our client recognises it.
         assert plain.body["reason"] == "Timeout" and plain.body["code"] == 504, plain.body
         assert [c["reason"] for c in plain.body["details"]["causes"]] == [
@@ -224,9 +228,7 @@ async def test_lists_through_a_real_api_server_whose_watch_cache_is_behind(
         # A list naming no resourceVersion (what ours fall back to) is served meanwhile: the
         # first page waited its 3 s for the cache, then the server read etcd.
         assert plain.first_seconds >= 2.5, seen
-        # Ours met the same answer and did not fail on it.
-        assert controller.behind >= 1, seen
-        assert "watch cache is behind" in plugin.log, (seen, plugin.log[-3000:])
+        # Ours met the same answer and did not fail on it, and said so.
         assert [r for r in caplog.records if "watch cache is behind" in r.getMessage()]
     finally:
         await controller.close()
