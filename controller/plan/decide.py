@@ -2,9 +2,10 @@
 
 From what the reader saw, in this order: each workload's policy and metadata, the stale
 copies on intermediate owners, the drain plan across every policy
-(``controller.drain_planner.planner``), each Pod's metadata, the runtime hook, the drain taints on
-nodes, the compaction scheduler's objects, each policy's descheduler objects, and the policies'
-status. Nothing here does I/O; ``controller.act.executor`` carries the plan out.
+(``controller.drain_planner.planner``), each Pod's metadata (the drains' marks included), where
+the Pods the drains evicted landed, the runtime hook, the drain taints on nodes, the compaction
+scheduler's objects, each policy's descheduler objects, and the policies' status. Nothing here
+does I/O; ``controller.act.executor`` carries the plan out.
 """
 
 from __future__ import annotations

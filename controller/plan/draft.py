@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from controller.plan.actions import (
-    Action,
-)
+from controller.plan.actions import Action
 
 
 @dataclass

@@ -63,6 +63,16 @@ def _events(kube: Kube, kind: str, name: str, reason: str) -> list[dict[str, Any
             and e["reason"] == reason]
 
 
+def _kept(kube: Kube, policies: Policies, name: str, ns: str, node: str) -> list[str]:
+    """The node is no drain's: no drain taint, none of its light Pods marked; why, as the
+    policy's status says."""
+    assert _drain_taint(kube, node) is None
+    for pod in kube.items(path("pods", ns), "app=light"):
+        assert "compactor.dev/draining" not in pod["metadata"]["labels"]
+    return [r for u in kube.get(policies.path(name))["status"]["plan"]["unremovable"]
+            if u["node"] == node for r in u["reasons"]]
+
+
 def _setup(cluster: Cluster, kube: Kube, ns: str) -> tuple[str, str, str]:
     pool, dense, sparse = _pool(cluster, kube)
     kube.create(path("deployments", ns), _deployment("heavy", 2, "1", dense))
@@ -155,13 +165,9 @@ async def test_a_blocker_appearing_ends_the_drain_and_says_why(
         {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}))
     wait_for("pinned running", lambda: running_pods(kube, namespace, "app=pinned", 1))
     await in_process_reconciler.reconcile()
-    assert _drain_taint(kube, sparse) is None
+    reasons = _kept(kube, compaction_policies, name, namespace, sparse)
     (event,) = _events(kube, "Node", sparse, "NodeNotConsolidatable")[:1]
     assert "safe-to-evict=false" in event["message"]
-    for pod in kube.items(path("pods", namespace), "app=light"):
-        assert "compactor.dev/draining" not in pod["metadata"]["labels"]
-    reasons = [r for u in kube.get(compaction_policies.path(name))["status"]["plan"][
-        "unremovable"] if u["node"] == sparse for r in u["reasons"]]
     assert any("safe-to-evict=false" in r for r in reasons)
 
 
@@ -291,11 +297,7 @@ async def test_a_pod_under_two_budgets_blocks_its_node_as_the_eviction_api_refus
     name = _policy(compaction_policies, namespace, pool)
     summary = await in_process_reconciler.reconcile()
     assert not summary.errors, summary.errors
-    assert _drain_taint(kube, sparse) is None
-    for p in kube.items(path("pods", namespace), "app=light"):
-        assert "compactor.dev/draining" not in p["metadata"]["labels"]
-    reasons = [r for u in kube.get(compaction_policies.path(name))["status"]["plan"][
-        "unremovable"] if u["node"] == sparse for r in u["reasons"]]
+    reasons = _kept(kube, compaction_policies, name, namespace, sparse)
     assert any(f"PodDisruptionBudgets {namespace}/light-a, {namespace}/light-b" in r
                for r in reasons), reasons
 
@@ -357,11 +359,7 @@ async def test_room_a_terminating_statefulset_pods_replacement_needs_takes_no_pl
         summary = await in_process_reconciler.reconcile()
         assert not summary.errors, summary.errors
         # dense has 2 CPU free: db-0's replacement (1750m) or the light Pods (500m), not both.
-        assert _drain_taint(kube, sparse) is None
-        for p in kube.items(path("pods", namespace), "app=light"):
-            assert "compactor.dev/draining" not in p["metadata"]["labels"]
-        reasons = [r for u in kube.get(compaction_policies.path(name))["status"]["plan"][
-            "unremovable"] if u["node"] == sparse for r in u["reasons"]]
+        reasons = _kept(kube, compaction_policies, name, namespace, sparse)
         assert any("does not fit elsewhere" in r for r in reasons), reasons
         assert kube.get(held)["metadata"].get("deletionTimestamp"), "db-0 left too early"
     finally:
