@@ -18,11 +18,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Final
 
 from compaction.quantity import format_milli
+from compaction.safety import is_placeholder
 from compaction.selector import LabelSelector
 from controller.drain_planner.reasons import Code, Reason
 from controller.drain_planner.scoring import (
     intolerable_soft_taints,
     most_allocated,
+    most_allocated_score,
     nonzero,
     scheduler_key,
 )
@@ -93,9 +95,16 @@ class Cluster:
         self._destinations: dict[LabelSelector, list[SimNode]] = {}
         self._lists_of: dict[str, list[list[SimNode]]] = {}
         self._reserve(pending)
-        # Nodes the plan counts as free, open to the scheduler all the same: empty, or
-        # holding only DaemonSet, mirror or placeholder Pods. No move gives them a Pod.
-        self._free = [n for n in self.nodes.values() if n.open and not n.hosts]
+        # Nodes the plan counts as free (empty, or only DaemonSet, mirror or placeholder
+        # Pods), which no move fills: by shape and taints, the most allocated first, so the
+        # first that admits a Pod is the one of its group the scheduler ranks highest.
+        free: dict[tuple[object, ...], list[SimNode]] = {}
+        for sim in self.nodes.values():
+            if sim.open and not sim.hosts:
+                free.setdefault((tuple(sorted(sim.info.allocatable.items())), sim.info.taints),
+                                []).append(sim)
+        self._free = [sorted(group, key=lambda s: (-most_allocated_score(
+            s.scored, s.info.allocatable), s.info.name)) for group in free.values()]
 
     def _reserve(self, pending: Sequence[PodInfo]) -> None:
         """Pods not yet scheduled (an evicted Pod's replacement, say, or the one a Terminating
@@ -192,15 +201,27 @@ class Cluster:
         """A node the plan counts as free (one no Pod keeps in use, one it empties, or the
         Pod's own) that the compaction scheduler would rank at least as high as ``target``
         for ``pod``: a tie is a coin toss. None when ``target`` is its choice."""
+        if is_placeholder(pod.priority):
+            return None  # preempted where it stands, never evicted: it lands nowhere
+        if not (self._free or target.soft_taints):
+            return None  # no free node, and the target outranks every node being emptied
         key = scheduler_key(target, pod)
         needs = needs_of(pod)
-        for node in (*self._free, *(self.nodes[n] for n in self.emptied)):
-            if node is not target and node is not source and self.fits(pod, needs, node) \
-                    and scheduler_key(node, pod, _drain_taint_to_come(node, self.emptied)) <= key:
+        for group in self._free:
+            node = next((n for n in group if self.fits(pod, needs, n)), None)
+            if node is not None and scheduler_key(node, pod) <= key:
                 return node
-        if scheduler_key(source, pod, _drain_taint_to_come(source, {source.info.name}),
-                         leaving_pod=True) <= key:
-            return source
+        if key[0] == 0:
+            # A node the plan empties carries the drain taint, which the Pod does not
+            # tolerate (one that does never moves): a target without a soft taint the Pod
+            # minds outranks every such node, its own included. Only then are they read.
+            return None
+        for node in (*(self.nodes[n] for n in self.emptied), source):
+            if node is target or not (node is source or self.fits(pod, needs, node)):
+                continue
+            if scheduler_key(node, pod, int(drain_owner(node.info) is None),
+                             leaving_pod=node is source) <= key:
+                return node
         return None
 
     def shortfall(self, pod: PodInfo, exclude: str, pool: LabelSelector) -> str:
@@ -351,11 +372,6 @@ class Cluster:
 # A node's ``rank``, as a sort and bisect key (a C getter: the destination lists are
 # bisected on every Pod a move places).
 rank: Final[Callable[[SimNode], tuple[float, str]]] = operator.attrgetter("rank")
-
-
-def _drain_taint_to_come(node: SimNode, emptied: Collection[str]) -> int:
-    """1 for a node the plan empties that does not carry the drain taint yet: it will."""
-    return int(node.info.name in emptied and drain_owner(node.info) is None)
 
 
 def _holds(node: SimNode, floor: Sequence[tuple[str, int]]) -> bool:
