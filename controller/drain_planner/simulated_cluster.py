@@ -119,10 +119,7 @@ class Cluster:
             target = self.place(pod, needs, ordered, self.nodes.get(pod.node_name))
             if target is None:
                 continue  # it stays Pending in the cluster too
-            for r, amount in needs.items():
-                target.free[r] = target.free.get(r, 0) - amount
-            cpu, memory = nonzero(pod.requests)
-            target.scored = (target.scored[0] + cpu, target.scored[1] + memory)
+            _book(target, pod, needs, 1)
             target.rescore()
             target.hosts += keeps_in_use(pod)
             self.received.add(target.info.name)
@@ -132,10 +129,7 @@ class Cluster:
     def _add(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
         """Put ``pod`` on ``node``; its rank is the caller's to renew (``rescore``): once for
         all its Pods when the cluster is read, after each Pod a move places."""
-        for r, amount in needs.items():
-            node.free[r] = node.free.get(r, 0) - amount
-        cpu, memory = nonzero(pod.requests)
-        node.scored = (node.scored[0] + cpu, node.scored[1] + memory)
+        _book(node, pod, needs, 1)
         node.pods.append(pod)
         if pod.constraints.anti_affinity:
             node.repels += 1
@@ -143,10 +137,7 @@ class Cluster:
 
     @staticmethod
     def _take(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
-        for r, amount in needs.items():
-            node.free[r] = node.free.get(r, 0) + amount
-        cpu, memory = nonzero(pod.requests)
-        node.scored = (node.scored[0] - cpu, node.scored[1] - memory)
+        _book(node, pod, needs, -1)
         node.rescore()
         node.pods.remove(pod)
         if pod.constraints.anti_affinity:
@@ -197,7 +188,8 @@ class Cluster:
                 best, chosen = key, node
         return chosen
 
-    def _rival(self, pod: PodInfo, target: SimNode, source: SimNode) -> SimNode | None:
+    def _rival(self, pod: PodInfo, needs: Mapping[str, int], target: SimNode,
+               source: SimNode) -> SimNode | None:
         """A node the plan counts as free (one no Pod keeps in use, one it empties, or the
         Pod's own) that the compaction scheduler would rank at least as high as ``target``
         for ``pod``: a tie is a coin toss. None when ``target`` is its choice."""
@@ -206,7 +198,6 @@ class Cluster:
         if not (self._free or target.soft_taints):
             return None  # no free node, and the target outranks every node being emptied
         key = scheduler_key(target, pod)
-        needs = needs_of(pod)
         for group in self._free:
             node = next((n for n in group if self.fits(pod, needs, n)), None)
             if node is not None and scheduler_key(node, pod) <= key:
@@ -272,19 +263,18 @@ class Cluster:
                 placed.append((target, pod, needs))
                 continue
             target = self.place(pod, needs, orders[id(pool)], skip)
-            rival = self._rival(pod, target, skip) if target is not None else None
-            if rival is not None and target is not None:
-                self._undo(placed)
-                return Reason(Code.ATTRACTED, (
-                    f"pod {pod.namespace}/{pod.name} would go to node {rival.info.name}, "
-                    f"which the plan counts as free, not to {target.info.name}: the "
-                    "compaction scheduler ranks it at least as high"))
             if target is None:
                 # Judged before the undo: the room its siblings took is what it lacks.
                 reason = Reason(Code.DOES_NOT_FIT, f"pod {pod.namespace}/{pod.name} does not "
                                 f"fit elsewhere: {self.shortfall(pod, source, pool)}")
                 self._undo(placed)
                 return reason
+            if (rival := self._rival(pod, needs, target, skip)) is not None:
+                self._undo(placed)
+                return Reason(Code.ATTRACTED, (
+                    f"pod {pod.namespace}/{pod.name} would go to node {rival.info.name}, "
+                    f"which the plan counts as free, not to {target.info.name}: the "
+                    "compaction scheduler ranks it at least as high"))
             self._put(target, pod, needs)
             placed.append((target, pod, needs))
         for node, pod, _ in placed:
@@ -372,6 +362,15 @@ class Cluster:
 # A node's ``rank``, as a sort and bisect key (a C getter: the destination lists are
 # bisected on every Pod a move places).
 rank: Final[Callable[[SimNode], tuple[float, str]]] = operator.attrgetter("rank")
+
+
+def _book(node: SimNode, pod: PodInfo, needs: Mapping[str, int], sign: int) -> None:
+    """Take (1) or give back (-1) what ``pod`` holds on ``node``: its requests, and what the
+    scheduler scores of them."""
+    for r, amount in needs.items():
+        node.free[r] = node.free.get(r, 0) - sign * amount
+    cpu, memory = nonzero(pod.requests)
+    node.scored = (node.scored[0] + sign * cpu, node.scored[1] + sign * memory)
 
 
 def _holds(node: SimNode, floor: Sequence[tuple[str, int]]) -> bool:
