@@ -76,7 +76,8 @@ def seeded(nodes: int, seed: int) -> tuple[Scenario, Scenario]:
                         f"{max(256, int(cpu * 2048))}Mi"))
         budget -= cpu * replicas
         i += 1
-    peak = Scenario(nodes=nodes, policy_spec=policy_spec(max(1, nodes // 12)), apps=tuple(apps))
+    peak = Scenario(nodes=nodes, policy_spec=policy_spec(max(1, nodes // 12), by_eviction=True),
+                    apps=tuple(apps))
     quiet = replace(peak, apps=tuple(
         replace(a, replicas=max(1, round(a.replicas * rng.uniform(0.3, 0.7)))) for a in apps))
     return peak, quiet

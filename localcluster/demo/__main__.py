@@ -55,6 +55,10 @@ def main() -> None:
     parser.add_argument("--spread", action="store_true",
                         help="setLabelsByEviction: false and thresholds at 100 %%: nothing "
                              "re-admits the spread Pods, the plan alone compacts")
+    parser.add_argument("--by-eviction", action="store_true",
+                        help="setLabelsByEviction: true: the runtime hook re-admits the Pods "
+                             "placed before the policy onto the compaction scheduler (by "
+                             "default false: the plan's drains alone compact)")
     parser.add_argument("--autoscaler", choices=("none", "karpenter"), default="none",
                         help="karpenter: the nodes come from a NodePool (Karpenter's kwok "
                              "provider, built by tools/build-karpenter.sh), which removes the "
@@ -71,9 +75,10 @@ def main() -> None:
     if args.real_node:
         sys.exit(real_node.main(args, sys.argv[1:]))
     if args.repeat:
-        repeat(args.repeat, args.small, args.spread, args.out, args.autoscaler)
+        repeat(args.repeat, args.small, args.spread, args.out, args.autoscaler,
+               args.by_eviction)
         return
-    scenario = small() if args.small else standard()
+    scenario = small(args.by_eviction) if args.small else standard(args.by_eviction)
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="compactor-demo-"))
     stop = threading.Event()
@@ -124,11 +129,11 @@ def forecast_nodes(outcome: Outcome) -> str:
 
 
 def repeat(times: int, small_scenario: bool, spread: bool, out: Path,
-           autoscaler: str = "none") -> None:
+           autoscaler: str = "none", by_eviction: bool = False) -> None:
     """The same run ``times`` times on fresh clusters: how often each target is met."""
     reports = []
     for i in range(1, times + 1):
-        scenario = small() if small_scenario else standard()
+        scenario = small(by_eviction) if small_scenario else standard(by_eviction)
         overrides = spread_overrides(scenario) if spread else {}
         workdir = Path(tempfile.mkdtemp(prefix="compactor-demo-"))
         with Cluster(ClusterConfig(workdir=workdir)) as cluster:
@@ -147,7 +152,8 @@ def repeat(times: int, small_scenario: bool, spread: bool, out: Path,
     if autoscaler == "karpenter":
         table += "\n\n" + removal_table(reports)
     out.mkdir(parents=True, exist_ok=True)
-    name = (f"repeats{'-spread' if spread else ''}{'-small' if small_scenario else ''}"
+    name = (f"repeats{'-by-eviction' if by_eviction else ''}{'-spread' if spread else ''}"
+            f"{'-small' if small_scenario else ''}"
             f"{'-karpenter' if autoscaler == 'karpenter' else ''}.md")
     (out / name).write_text(table + "\n")
     print("\n" + table)

@@ -139,7 +139,7 @@ def observe(cluster: Cluster, workdir: Path, out: Path, minutes: float) -> dict[
     started = time.time()
     try:
         print("compaction of the end-to-end scenario ...", flush=True)
-        outcome = run(cluster, kube, stack, small(), interval=2.0)
+        outcome = run(cluster, kube, stack, small(by_eviction=True), interval=2.0)
         print(f"  {outcome.report.nodes_before} -> {outcome.report.nodes_after} nodes; "
               f"now {minutes:g} minutes of traffic", flush=True)
         _traffic_objects(kube)

@@ -141,7 +141,7 @@ def compact(node: NodeCluster, kube: Kube, image: str, workdir: Path,
               f"{installed.seconds_to_admission:.0f} s after the Deployments were applied",
               flush=True)
     stack = DeployedStack(kube, workdir / "compactor")
-    scenario = on_kwok(scenario or standard())
+    scenario = on_kwok(scenario or standard(by_eviction=True))
     sampler = node.client()
     try:
         with Progress(sampler) as progress:
@@ -193,7 +193,8 @@ def _inside(args: argparse.Namespace) -> int:
         print(f"installing Compactor ({compactor_image(found)}) with kustomize; then "
               f"{standard().nodes} tainted kwok nodes, the workloads and {POLICY} "
               f"(descheduler CronJob on {EVERY_MINUTE!r}); descheduler Jobs:", flush=True)
-        result, _ = compact(node, kube, compactor_image(found), workdir / "install", log=True)
+        result, _ = compact(node, kube, compactor_image(found), workdir / "install",
+                            scenario=standard(args.by_eviction), log=True)
         report = result.outcome.report
         print("\nCompaction report (every Compactor part from its image)\n" + report.table())
         print("\nFrom images\n" + result.table())

@@ -84,14 +84,15 @@ class Scenario:
             1 + 2 + self.nodes + 2 + 2 if self.protected else 0)
 
 
-def policy_spec(limits: int) -> dict[str, Any]:
-    """Like the reference's first example, with setLabelsByEviction so that the Pods placed
-    before the policy existed are re-admitted onto the compaction scheduler."""
+def policy_spec(limits: int, by_eviction: bool = False) -> dict[str, Any]:
+    """Like the reference's first example. ``by_eviction``: setLabelsByEviction, so that the
+    runtime hook re-admits the Pods placed before the policy existed onto the compaction
+    scheduler; without it the plan's drains alone compact, and the report shows them."""
     return {
         "scope": {"namespaceSelector": {"operator": "In", "values": list(MANAGED_NAMESPACES)},
                   "workloadTypes": ["Deployment", "StatefulSet"]},
         "enabled": True,
-        "setLabelsByEviction": True,
+        "setLabelsByEviction": by_eviction,
         "scheduler": {"useManagedScheduler": True},
         "descheduler": {
             "enabled": True,
@@ -104,8 +105,8 @@ def policy_spec(limits: int) -> dict[str, Any]:
     }
 
 
-def standard() -> Scenario:
-    return Scenario(nodes=12, policy_spec=policy_spec(1), apps=(
+def standard(by_eviction: bool = False) -> Scenario:
+    return Scenario(nodes=12, policy_spec=policy_spec(1, by_eviction), apps=(
         App("production", "web", 10, "500m", "1Gi"),
         App("production", "api", 6, "750m", "2Gi"),
         App("production", "cache", 3, "1", "4Gi", kind="StatefulSet"),
@@ -114,8 +115,8 @@ def standard() -> Scenario:
     ))
 
 
-def small() -> Scenario:
-    return Scenario(nodes=6, policy_spec=policy_spec(2), apps=(
+def small(by_eviction: bool = False) -> Scenario:
+    return Scenario(nodes=6, policy_spec=policy_spec(2, by_eviction), apps=(
         App("production", "web", 5, "500m", "1Gi"),
         App("production", "cache", 2, "1", "3Gi", kind="StatefulSet"),
         App("batch", "worker", 3, "750m", "2Gi"),
@@ -132,7 +133,7 @@ def on_kwok(scenario: Scenario) -> Scenario:
 def _team_spec(limits: int, namespaces: tuple[str, ...] = ()) -> dict[str, Any]:
     """``policy_spec`` for a team: a cluster policy over ``namespaces``, or (none given) a
     CompactionPolicy's, which covers its own namespace and may not name others."""
-    spec = policy_spec(limits)
+    spec = policy_spec(limits, by_eviction=True)
     scope = {k: v for k, v in spec["scope"].items() if k != "namespaceSelector"}
     if namespaces:
         scope["namespaceSelector"] = {"operator": "In", "values": list(namespaces)}

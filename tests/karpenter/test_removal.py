@@ -18,7 +18,7 @@ from localcluster.demo.scenario import small
 @pytest.fixture(scope="module")
 def outcome(k_cluster: Cluster, k_kube: Kube, k_stack: CompactorStack,
             karpenter: Karpenter) -> Outcome:
-    return run(k_cluster, k_kube, k_stack, small(), interval=1.0, max_seconds=300,
+    return run(k_cluster, k_kube, k_stack, small(by_eviction=True), interval=1.0, max_seconds=300,
                log=True, pool=NodePool(karpenter))
 
 
