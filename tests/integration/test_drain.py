@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from compaction import names
 from controller.kubeapi.client import Api
 from controller.process.reconciler import Reconciler
 from localcluster import ApiError, Cluster, Kube
@@ -169,6 +170,35 @@ async def test_a_blocker_appearing_ends_the_drain_and_says_why(
     (event,) = _events(kube, "Node", sparse, "NodeNotConsolidatable")[:1]
     assert "safe-to-evict=false" in event["message"]
     assert any("safe-to-evict=false" in r for r in reasons)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("protection", [{names.SAFE_TO_EVICT_ANNOTATION: "false"},
+                                        {names.DO_NOT_DISRUPT_ANNOTATION: "true"}],
+                         ids=["safe-to-evict", "do-not-disrupt"])
+async def test_a_protection_added_to_a_marked_pod_is_honoured_before_the_next_descheduler_run(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler, tmp_path: Path,
+        protection: dict[str, str]) -> None:
+    """The descheduler knows neither annotation, so the mark is what must go: one pass (a
+    watch event wakes it) after the annotation, the Pod is unmarked and its node untainted,
+    and the policy's real descheduler then evicts nothing."""
+    pool, dense, sparse = _setup(cluster, kube, namespace)
+    name = _policy(compaction_policies, namespace, pool)
+    await in_process_reconciler.reconcile()
+    assert _drain_taint(kube, sparse) is not None
+    (marked,) = [p["metadata"]["name"] for p in kube.items(path("pods", namespace), "app=light")
+                 if names.DRAINING_LABEL in p["metadata"]["labels"]]
+    kube.patch(path("pods", namespace, marked), {"metadata": {"annotations": protection}})
+    summary = await in_process_reconciler.reconcile()
+    assert not summary.errors, summary.errors
+    _kept(kube, compaction_policies, name, namespace, sparse)
+    cm = kube.get(path("configmaps", names.INSTALL_NAMESPACE, names.descheduler_name(name)))
+    doc = yaml.safe_load(cm["data"]["policy.yaml"])
+    key = f"{namespace}/{marked}"
+    log = descheduler_dry_run(cluster, with_witness(doc), tmp_path,
+                              lambda text: key in named_pods(text))
+    assert evicted_in_dry_run(log) == {}, log[-3000:]
 
 
 @pytest.mark.asyncio
