@@ -235,6 +235,12 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
                if (t := drain_owner(n.info)) is not None}
     out = _Outcome()
     budget: Counter[str] = Counter()
+    # A node only placeholders hold is free only where they may go elsewhere: one with a
+    # placeholder that no other node admits stays in use, and every move must know it.
+    for site in sites.values():
+        if site.riders and not (site.movable or site.blockers) and any(
+                cluster.nowhere_else(p, site.name) for p in site.riders):
+            cluster.keep(site.name)
 
     # The drains under way come first: kept while the plan holds.
     for name, taint in sorted(tainted.items()):
@@ -290,6 +296,7 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
                 continue
             reasons.append(failure)
         out.unremovable[site.name] = reasons
+        cluster.keep(site.name)
     return _per_policy(scopes, sites, tainted, out, cluster)
 
 

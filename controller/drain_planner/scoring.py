@@ -72,3 +72,12 @@ def scheduler_key(node: SimNode, pod: PodInfo, extra_soft: int = 0,
     taints = intolerable_soft_taints(node.info.taints, pod.constraints.tolerations)
     return (taints + extra_soft, -most_allocated_score(
         (node.scored[0] + cpu, node.scored[1] + memory), node.info.allocatable))
+
+
+def book(node: SimNode, pod: PodInfo, needs: Mapping[str, int], sign: int) -> None:
+    """Take (1) or give back (-1) what ``pod`` holds on ``node``: its requests, and what the
+    scheduler scores of them."""
+    for r, amount in needs.items():
+        node.free[r] = node.free.get(r, 0) - sign * amount
+    cpu, memory = nonzero(pod.requests)
+    node.scored = (node.scored[0] + sign * cpu, node.scored[1] + sign * memory)

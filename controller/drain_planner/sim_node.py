@@ -3,7 +3,9 @@ it takes of a node, the order it is placed in. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -115,3 +117,34 @@ def _repelled(pod: PodInfo, node: SimNode) -> bool:
                for t in other.constraints.anti_affinity):
             return True
     return False
+
+
+# A node's ``rank``, as a sort and bisect key (a C getter: the destination lists are
+# bisected on every Pod a move places).
+rank: Final[Callable[[SimNode], tuple[float, str]]] = operator.attrgetter("rank")
+
+
+def holds(node: SimNode, floor: Sequence[tuple[str, int]]) -> bool:
+    """Whether ``node`` has room for ``floor``: (resource, amount) pairs."""
+    free = node.free
+    for r, amount in floor:
+        if free.get(r, 0) < amount:
+            return False
+    return True
+
+
+def index_in(ordered: list[SimNode], node: SimNode) -> int:
+    """Where ``node`` is in ``ordered``, sorted by ``rank`` (node's included)."""
+    i = bisect_left(ordered, node.rank, key=rank)
+    assert ordered[i] is node, "a destination list out of order"
+    return i
+
+
+def promote(ordered: list[SimNode], target: SimNode) -> None:
+    """Keep ``ordered`` most allocated first: the target's score rose; move it up past those
+    it passed."""
+    i = ordered.index(target)
+    key = target.rank
+    while i > 0 and ordered[i - 1].rank > key:
+        ordered[i - 1], ordered[i] = ordered[i], ordered[i - 1]
+        i -= 1

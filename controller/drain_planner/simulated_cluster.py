@@ -12,29 +12,31 @@ highest), so that a move reads only the head of that order.
 
 from __future__ import annotations
 
-import operator
-from bisect import bisect_left, insort
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Final
+from bisect import insort
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from compaction.quantity import format_milli
 from compaction.safety import is_placeholder
 from compaction.selector import LabelSelector
 from controller.drain_planner.reasons import Code, Reason
 from controller.drain_planner.scoring import (
+    book,
     intolerable_soft_taints,
     most_allocated,
     most_allocated_score,
-    nonzero,
     scheduler_key,
 )
 from controller.drain_planner.sim_node import (
     SimNode,
     fits,
+    holds,
+    index_in,
     keeps_in_use,
     largest_first,
     leaving,
     needs_of,
+    promote,
+    rank,
 )
 from controller.drain_planner.taint import drain_owner
 from controller.snapshot.constraints import UNCONSTRAINED, Effect, tolerated
@@ -119,17 +121,17 @@ class Cluster:
             target = self.place(pod, needs, ordered, self.nodes.get(pod.node_name))
             if target is None:
                 continue  # it stays Pending in the cluster too
-            _book(target, pod, needs, 1)
+            book(target, pod, needs, 1)
             target.rescore()
             target.hosts += keeps_in_use(pod)
             self.received.add(target.info.name)
-            _promote(ordered, target)
+            promote(ordered, target)
 
     @staticmethod
     def _add(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
         """Put ``pod`` on ``node``; its rank is the caller's to renew (``rescore``): once for
         all its Pods when the cluster is read, after each Pod a move places."""
-        _book(node, pod, needs, 1)
+        book(node, pod, needs, 1)
         node.pods.append(pod)
         if pod.constraints.anti_affinity:
             node.repels += 1
@@ -137,7 +139,7 @@ class Cluster:
 
     @staticmethod
     def _take(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
-        _book(node, pod, needs, -1)
+        book(node, pod, needs, -1)
         node.rescore()
         node.pods.remove(pod)
         if pod.constraints.anti_affinity:
@@ -296,6 +298,28 @@ class Cluster:
             return admitting[0], 1
         return None, len(admitting)
 
+    def nowhere_else(self, pod: PodInfo, source: str) -> bool:
+        """No other node that takes Pods admits ``pod`` (its selectors, affinity and taints),
+        whatever their room."""
+        return not any(n.open and n.info.name != source
+                       and pod.constraints.admits(n.info.name, n.info.labels)
+                       and tolerated(n.info.taints, pod.constraints.tolerations) is None
+                       for n in self.nodes.values())
+
+    def keep(self, name: str) -> None:
+        """The plan cannot free ``name``, though no Pod keeps it in use (placeholders that fit
+        nowhere else): it stays in use after all, so it is no longer counted as free, and it
+        takes Pods like any node in use."""
+        node = self.nodes[name]
+        if node.hosts or name in self.emptied:
+            return
+        self._free = [kept for group in self._free if (kept := [n for n in group
+                                                                if n is not node])]
+        node.hosts += 1  # its placeholders, which stay
+        if self._receives(node):
+            for ordered in self._lists_of.get(name, ()):
+                insort(ordered, node, key=rank)
+
     def empty(self, name: str) -> None:
         """The simulation emptied ``name``: it takes no Pod any more."""
         node = self.nodes[name]
@@ -308,7 +332,7 @@ class Cluster:
         """Whether ``node`` is a destination (``destinations``, whatever the source) with
         room for the least a Pod needs (``_least``); the nodes ``_destinations_in`` lists."""
         return bool(node.open and node.hosts and node.info.name not in self.emptied
-                    and _holds(node, self._least))
+                    and holds(node, self._least))
 
     def _destinations_in(self, pool: LabelSelector) -> list[SimNode]:
         """The nodes of ``pool`` that may take a Pod, most allocated first: for a given
@@ -328,11 +352,11 @@ class Cluster:
         rank rose, or it has no room left for any Pod and leaves them. It is found in them
         before its rank changes: their order is that rank's."""
         lists = self._lists_of.get(target.info.name, ())
-        at = [_index(ordered, target) for ordered in lists]
+        at = [index_in(ordered, target) for ordered in lists]
         before = target.rank
         self._add(target, pod, needs)
         target.rescore()
-        if not _holds(target, self._least):
+        if not holds(target, self._least):
             for ordered, i in zip(lists, at, strict=True):
                 del ordered[i]
         elif target.rank != before:
@@ -356,44 +380,4 @@ class Cluster:
 
     def _unlist(self, node: SimNode) -> None:
         for ordered in self._lists_of.get(node.info.name, ()):
-            del ordered[_index(ordered, node)]
-
-
-# A node's ``rank``, as a sort and bisect key (a C getter: the destination lists are
-# bisected on every Pod a move places).
-rank: Final[Callable[[SimNode], tuple[float, str]]] = operator.attrgetter("rank")
-
-
-def _book(node: SimNode, pod: PodInfo, needs: Mapping[str, int], sign: int) -> None:
-    """Take (1) or give back (-1) what ``pod`` holds on ``node``: its requests, and what the
-    scheduler scores of them."""
-    for r, amount in needs.items():
-        node.free[r] = node.free.get(r, 0) - sign * amount
-    cpu, memory = nonzero(pod.requests)
-    node.scored = (node.scored[0] + sign * cpu, node.scored[1] + sign * memory)
-
-
-def _holds(node: SimNode, floor: Sequence[tuple[str, int]]) -> bool:
-    """Whether ``node`` has room for ``floor``: (resource, amount) pairs."""
-    free = node.free
-    for r, amount in floor:
-        if free.get(r, 0) < amount:
-            return False
-    return True
-
-
-def _index(ordered: list[SimNode], node: SimNode) -> int:
-    """Where ``node`` is in ``ordered``, sorted by ``rank`` (node's included)."""
-    i = bisect_left(ordered, node.rank, key=rank)
-    assert ordered[i] is node, "a destination list out of order"
-    return i
-
-
-def _promote(ordered: list[SimNode], target: SimNode) -> None:
-    """Keep ``ordered`` most allocated first: the target's score rose; move it up past those
-    it passed."""
-    i = ordered.index(target)
-    key = target.rank
-    while i > 0 and ordered[i - 1].rank > key:
-        ordered[i - 1], ordered[i] = ordered[i], ordered[i - 1]
-        i -= 1
+            del ordered[index_in(ordered, node)]

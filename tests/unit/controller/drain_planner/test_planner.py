@@ -296,6 +296,26 @@ def test_a_node_the_plan_counts_as_free_never_attracts_a_pod_it_moves() -> None:
     assert _plan(nodes, [tolerant, *pods[1:]]).moves == {("shop", "a"): "z"}
 
 
+PLACEHOLDER = ("ReplicaSet", "placeholder")
+
+
+def test_a_node_only_placeholders_hold_is_free_only_where_they_may_go_elsewhere() -> None:
+    """p holds only a placeholder. Where it fits on x, p is freed (it moves without an
+    eviction, onto x) and x stays. Where no other node admits it, p stays in use: a
+    destination like any other, which the scheduler prefers to z's untolerated soft taint,
+    and so does the plan, which frees x."""
+    nodes = [node("x"), node("z", taints=[BATCH]), node("p")]
+    pods = [pod("a", "x", 1), pod("z1", "z", 3),
+            pod("hold", "p", 0.5, priority=-10, owner=PLACEHOLDER)]
+    plan = _plan(nodes, pods)
+    assert plan.freeable == ("p",) and ("shop", "a") not in plan.moves
+    pinned = replace(pods[2], constraints=Constraints(
+        node_selector={"kubernetes.io/hostname": "p"}))
+    plan = _plan(nodes, [*pods[:2], pinned])
+    assert plan.freeable == ("x",) and plan.moves == {("shop", "a"): "p"}
+    assert any("does not fit elsewhere" in r for r in _reasons(plan, "p"))
+
+
 def test_among_destinations_the_one_without_a_soft_taint_wins_as_the_scheduler_decides(
         ) -> None:
     """z is the fuller, but its soft taint costs more than MostAllocated can give."""

@@ -17,8 +17,8 @@ from compaction.selector import LabelSelector, Operator, requirement
 from compaction.workload import WorkloadType
 from controller.drain_planner.drain_plan import Member
 from controller.drain_planner.memo import inputs_key
-from controller.drain_planner.sim_node import SimNode
-from controller.drain_planner.simulated_cluster import Cluster, _holds, rank
+from controller.drain_planner.sim_node import SimNode, holds, rank
+from controller.drain_planner.simulated_cluster import Cluster
 from controller.snapshot.constraints import AntiAffinity, Constraints, Taint, Toleration
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
@@ -58,7 +58,7 @@ def _fresh(cluster: Cluster, pool: LabelSelector) -> list[SimNode]:
     """The destinations in ``pool`` sorted anew: those of ``destinations`` (whatever the
     source) with room for the least a Pod needs."""
     return sorted((n for n in cluster.in_pool(pool) if n.open and n.hosts
-                   and n.info.name not in cluster.emptied and _holds(n, cluster._least)),
+                   and n.info.name not in cluster.emptied and holds(n, cluster._least)),
                   key=rank)
 
 
