@@ -17,7 +17,7 @@ from compaction import names
 from compaction.packing import ffd_around, ffd_packing, lower_bound
 from localcluster.cluster.control_plane import Cluster
 from localcluster.cluster.karpenter import NodeCensus
-from localcluster.cluster.kube import Kube
+from localcluster.cluster.kube import Kube, path, wait_for
 from localcluster.cluster.stack import DeschedulerRun
 from localcluster.demo.measure import (
     PodFact,
@@ -132,6 +132,17 @@ def forecast(cluster: Cluster, scenario: Scenario, **policy: Any) -> dict[str, A
     return found
 
 
+def _scheduler_pod_placed(kube: Kube, scenario: Scenario, **policy: Any) -> None:
+    """Wait until the compaction scheduler's Pod is bound, where a policy asks for it."""
+    if not any(({**team.spec, **policy}.get("scheduler") or {}).get("useManagedScheduler")
+               for team in scenario.policies):
+        return
+    wait_for("the compaction scheduler's Pod placed", lambda: any(
+        p["spec"].get("nodeName") for p in kube.items(
+            path("pods", names.INSTALL_NAMESPACE), "app.kubernetes.io/component=scheduler")),
+        timeout=120)
+
+
 def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
         interval: float = 1.0, quiet_runs: int = 3, max_runs: int = 200,
         max_seconds: float = 600.0, patience: int = 6, log: bool = False,
@@ -144,11 +155,15 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
     node_names = create(cluster, kube, scenario,
                         provision=pool.provision if pool is not None else provision)
     before = snapshot(kube)
-    predicted = forecast(cluster, scenario, **policy)
     started = time.monotonic()
     if pool is not None:
         pool.arm(kube)
     apply_policy(kube, scenario, **policy)
+    # Forecast once Compactor's own scheduler Pod is placed (the default scheduler puts it on
+    # a sparse node, which it then keeps: its namespace is never evicted) and before its
+    # process runs, so before anything moved: the cluster the drains start from.
+    _scheduler_pod_placed(kube, scenario, **policy)
+    predicted = forecast(cluster, scenario, **policy)
     stack.start_scheduler()
     runs: list[DeschedulerRun] = []  # every policy's, one after the other
     rounds: list[DeschedulerRun] = []  # per round, every policy's evictions together
