@@ -74,7 +74,7 @@ class Cluster:
                 if pod.deleting and pod.owner is not None and pod.owner[0] == "StatefulSet":
                     pending.append(pod)
                 needs = needs_of(pod)
-                self._add(node, pod, needs)
+                self.add(node, pod, needs)
                 if least is None:
                     least = dict(needs)
                 else:
@@ -128,7 +128,7 @@ class Cluster:
             promote(ordered, target)
 
     @staticmethod
-    def _add(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+    def add(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
         """Put ``pod`` on ``node``; its rank is the caller's to renew (``rescore``): once for
         all its Pods when the cluster is read, after each Pod a move places."""
         book(node, pod, needs, 1)
@@ -138,7 +138,7 @@ class Cluster:
         node.hosts += keeps_in_use(pod)
 
     @staticmethod
-    def _take(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
+    def take(node: SimNode, pod: PodInfo, needs: Mapping[str, int]) -> None:
         book(node, pod, needs, -1)
         node.rescore()
         node.pods.remove(pod)
@@ -354,7 +354,7 @@ class Cluster:
         lists = self._lists_of.get(target.info.name, ())
         at = [index_in(ordered, target) for ordered in lists]
         before = target.rank
-        self._add(target, pod, needs)
+        self.add(target, pod, needs)
         target.rescore()
         if not holds(target, self._least):
             for ordered, i in zip(lists, at, strict=True):
@@ -372,7 +372,7 @@ class Cluster:
             if self._receives(node):
                 self._unlist(node)
         for node, pod, needs in reversed(placed):
-            self._take(node, pod, needs)
+            self.take(node, pod, needs)
         for node in touched:
             if self._receives(node):
                 for ordered in self._lists_of.get(node.info.name, ()):

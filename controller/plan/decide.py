@@ -24,6 +24,7 @@ from controller.components import scheduler as scheduler_manifests
 from controller.drain_planner import memo as drain_memo
 from controller.drain_planner.drain_plan import DrainPlan, Member
 from controller.drain_planner.planner import choose_drains
+from controller.drain_planner.readmission import Readmission
 from controller.plan import resources, scheduler_routing
 from controller.plan.actions import (
     Plan,
@@ -41,7 +42,7 @@ from controller.plan.own_objects import (
 )
 from controller.plan.pod_metadata import OwnerIndex
 from controller.plan.policy_status import evaluation_status, policy_status
-from controller.plan.runtime_hook import converging, run_hook
+from controller.plan.runtime_hook import converging, replay, run_hook
 from controller.plan.scheduler_routing import SchedulerHealth
 from controller.plan.settings import PlanSettings
 from controller.plan.taint_life import taint_actions
@@ -66,6 +67,7 @@ class _Decided:
     node_labels: Mapping[str, Mapping[str, str]]
     waiting: frozenset[str]  # policies whose drains wait for the scheduler
     paused: frozenset[str]  # policies that start no drain now
+    readmission: Readmission  # where the runtime hook's replacements land
 
     @property
     def drain_policies(self) -> list[tuple[Policy, LabelSelector]]:
@@ -104,10 +106,12 @@ def _decide(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     # their scheduler cannot schedule (a drain's evictees would wait for it).
     waiting = frozenset() if up else frozenset(
         p.id for p in active if p.scheduler.mode is SchedulerMode.MANAGED)
+    readmission = Readmission(snapshot.nodes, snapshot.pods)
     paused = frozenset(waiting | converging(snapshot.pods, members, pools, node_labels,
-                                            settings.exempt_schedulers, up, snapshot.pdbs))
+                                            settings.exempt_schedulers, up, snapshot.pdbs,
+                                            readmission))
     return _Decided(active, evaluation, health, composed, decided, members, blocking.newly,
-                    observed, pools, node_labels, waiting, paused)
+                    observed, pools, node_labels, waiting, paused, readmission)
 
 
 def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
@@ -128,7 +132,8 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
                               {k: m.workload.key for k, m in d.members.items()},
                               _marks(draining, d.members, snapshot, drains), now)
     run_hook(d.workloads, d.members, d.node_labels, d.pools, snapshot.pods,
-             settings.intent_grace, settings.exempt_schedulers, memory, now, d.waiting, out)
+             settings.intent_grace, settings.exempt_schedulers, memory, now, d.waiting, out,
+             d.readmission, _freeable(drains))
     stranded = scheduler_routing.stranded(
         snapshot.pods, d.members, d.health, now, settings.scheduler_down_after,
         settings.intent_grace, settings.stranded_after)
@@ -173,5 +178,18 @@ def drain_plans(snapshot: Snapshot, settings: PlanSettings,
     else: for a reader that carries no action out (the preview), which would otherwise pay
     for every Pod's labels, the runtime hook and the digest kept for the next pass."""
     d = _decide(snapshot, settings, now, Memory(), Draft())
-    return tuple(choose_drains(d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
-                               snapshot.pdbs, now, settings.drain_timeout, d.paused))
+    drains = choose_drains(d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
+                           snapshot.pdbs, now, settings.drain_timeout, d.paused)
+    if not d.paused - d.waiting:
+        return tuple(drains)
+    # The runtime hook has Pods to replace, and the drains wait for it: the drains that
+    # follow are those of the cluster its replacements leave.
+    pods = replay(snapshot.pods, d.members, d.pools, d.node_labels,
+                  settings.exempt_schedulers, d.health.routes, snapshot.pdbs, d.readmission,
+                  _freeable(drains))
+    return tuple(choose_drains(d.drain_policies, snapshot.nodes, pods, d.member_of,
+                               snapshot.pdbs, now, settings.drain_timeout, d.waiting))
+
+
+def _freeable(drains: Sequence[DrainPlan]) -> frozenset[str]:
+    return frozenset(n for p in drains for n in p.freeable)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -20,6 +20,7 @@ from compaction.intent import Intent, intent_for
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
+from controller.drain_planner.readmission import Readmission
 from controller.plan import runtime_hook
 from controller.plan.actions import (
     Action,
@@ -86,8 +87,12 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
            nodes: Mapping[str, Mapping[str, str]], node_selector: LabelSelector,
            memory: Memory, now: datetime.datetime,
            intent_grace: datetime.timedelta = INTENT_GRACE,
-           exempt: frozenset[str] = names.EXEMPT_SCHEDULERS) -> HookDecision:
-    """One decision for one workload under its policy."""
+           exempt: frozenset[str] = names.EXEMPT_SCHEDULERS,
+           readmission: Readmission | None = None,
+           first: frozenset[str] = frozenset()) -> HookDecision:
+    """One decision for one workload under its policy. ``readmission``: where replacements
+    land (a Pod whose replacement would come back to its node, or find none, is left alone);
+    ``first``: the nodes the plan would free, whose Pods are replaced first."""
     d = policy.descheduler
     state = ConvergenceState.parse(workload.annotations).within(d.loop_detection_window, now)
     if workload.suppressed:
@@ -137,32 +142,36 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
             candidates.append(pod)
         else:
             skipped += 1
-    if not candidates:
+    victim = None
+    for pod in sorted(candidates, key=lambda p: (p.node_name not in first, p.name)):
+        target = readmission.target(pod) if readmission is not None else None
+        if readmission is not None and (target is None or target.info.name == pod.node_name):
+            skipped += 1
+            continue
+        if readmission is not None and target is not None:
+            readmission.relocate(pod, target)  # the next workload's judged with it there
+        victim = pod
+        break
+    if victim is None:
         return HookDecision(tuple(actions), skipped=skipped)
-    victim = min(candidates, key=lambda p: p.name)
     actions.append(Evict(victim.namespace, victim.name, victim.uid, workload.path, then=(
         _save(workload, replace(state, last_eviction=now, judged=None)),)))
     return HookDecision(tuple(actions), skipped=skipped)
 
 
-def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
-               pools: Mapping[str, LabelSelector],
-               node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
-               up: bool, pdbs: Sequence[PdbInfo] = ()) -> set[str]:
-    """Policies whose runtime hook still has Pods to replace: it starts no new drain
-    meanwhile (the drains under way go on), since the hook's replacements and a drain's
-    evictees would contend for the same room, and an evictee that finds none comes back to
-    the node it left. Only Pods the hook would replace count, by the hook's own rule: one it
-    never replaces (a DaemonSet's, local storage, outside the pool...) must not hold the
-    drains for ever. Nor does one whose PodDisruptionBudget allows no disruption now: its
-    eviction is refused until the budget allows one, which for ``maxUnavailable: 0`` is
-    never, and no replacement of it contends for room meanwhile."""
-    out: set[str] = set()
+def awaiting(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
+             pools: Mapping[str, LabelSelector], node_labels: Mapping[str, Mapping[str, str]],
+             exempt: frozenset[str], up: bool, pdbs: Sequence[PdbInfo] = ()
+             ) -> Iterator[tuple[PodInfo, Membership]]:
+    """The Pods the runtime hook would replace, by its own rule, with their membership: one
+    it never replaces (a DaemonSet's, local storage, outside the pool...) is not among them.
+    Nor one whose PodDisruptionBudget allows no disruption now: its eviction is refused until
+    the budget allows one, which for ``maxUnavailable: 0`` is never."""
     intents: dict[tuple[str, WorkloadType], Intent | None] = {}
     for pod in pods:
         m = members.get(pod.key)
         if m is None or m.policy is None or not m.policy.set_labels_by_eviction or \
-                m.policy.id in out or pod.phase != "Running" or m.workload.suppressed:
+                pod.phase != "Running" or m.workload.suppressed:
             continue
         if eviction_refused(pod, pdbs) is not None:
             continue
@@ -173,8 +182,53 @@ def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
         if intent is not None and awaits_replacement(
                 pod, intent, m.policy, node_labels.get(pod.node_name), pools[m.policy.id],
                 m.workload.view.kind, exempt):
+            yield pod, m
+
+
+def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
+               pools: Mapping[str, LabelSelector],
+               node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
+               up: bool, pdbs: Sequence[PdbInfo] = (),
+               readmission: Readmission | None = None) -> set[str]:
+    """Policies whose runtime hook still has Pods to replace (``awaiting``): it starts no new
+    drain meanwhile (the drains under way go on), since the hook's replacements and a drain's
+    evictees would contend for the same room, and an evictee that finds none comes back to
+    the node it left. A Pod whose replacement would come back to its node (``readmission``)
+    is left alone and holds nothing."""
+    out: set[str] = set()
+    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs):
+        assert m.policy is not None
+        if m.policy.id not in out and (readmission is None or not readmission.comes_back(pod)):
             out.add(m.policy.id)
     return out
+
+
+def replay(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership],
+           pools: Mapping[str, LabelSelector], node_labels: Mapping[str, Mapping[str, str]],
+           exempt: frozenset[str], up: bool, pdbs: Sequence[PdbInfo],
+           readmission: Readmission, first: frozenset[str]) -> list[PodInfo]:
+    """``pods`` once the runtime hook has replaced all it would, each replacement where the
+    compaction scheduler puts it: for the preview. The controller replaces one Pod per
+    workload at a time, every workload at once: here a round takes each workload's next in
+    turn, the Pods of ``first`` (the nodes the plan would free) first, as ``decide`` does."""
+    queues: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
+    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs):
+        queues[m.workload.key].append(pod)
+    for queue in queues.values():
+        queue.sort(key=lambda p: (p.node_name not in first, p.name), reverse=True)  # popped
+    moved: dict[tuple[str, str], PodInfo] = {}
+    while any(queues.values()):
+        for key in sorted(queues):
+            queue = queues[key]
+            while queue:
+                pod = queue.pop()
+                target = readmission.target(pod)
+                if target is None or target.info.name == pod.node_name:
+                    continue
+                readmission.relocate(pod, target)
+                moved[pod.key] = replace(pod, node_name=target.info.name)
+                break
+    return [moved.get(p.key, p) for p in pods]
 
 
 def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
@@ -183,7 +237,9 @@ def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
              pools: Mapping[str, LabelSelector], pods: Iterable[PodInfo],
              intent_grace: datetime.timedelta, exempt: frozenset[str], memory: Memory,
              now: datetime.datetime,
-             waiting: frozenset[str], out: Draft) -> None:
+             waiting: frozenset[str], out: Draft,
+             readmission: Readmission | None = None,
+             first: frozenset[str] = frozenset()) -> None:
     """``waiting``: policies whose scheduler cannot schedule; their hook replaces nothing
     meanwhile (a replacement would wait for that scheduler, or converge to an intent about to
     change back)."""
@@ -201,7 +257,8 @@ def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
         if policy.id in waiting:
             continue
         decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
-                                       pools[policy.id], memory, now, intent_grace, exempt)
+                                       pools[policy.id], memory, now, intent_grace, exempt,
+                                       readmission, first)
         out.actions += decision.actions
         out.suppressed += decision.suppressed
         out.suppressions += decision.newly_suppressed

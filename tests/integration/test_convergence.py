@@ -112,12 +112,26 @@ def _label(kube: Kube, ns: str, name: str, key: str) -> str | None:
 
 @pytest.mark.asyncio
 async def test_pods_created_before_the_policy_are_replaced_one_at_a_time(
-        stack: RunningWebhook, kube: Kube, namespace: str, policy: dict[str, Any],
-        controller: Reconciler) -> None:
+        cluster: Cluster, stack: RunningWebhook, kube: Kube, namespace: str,
+        policy: dict[str, Any], controller: Reconciler) -> None:
+    """Placed by the default scheduler on the one node of their pool, then a fuller node
+    joins it: the compaction scheduler would put every replacement there, so the hook
+    replaces each (it leaves alone a Pod whose replacement would come back)."""
     kube.patch(path("namespaces", name=namespace),
                {"metadata": {"labels": {WEBHOOK_NAMESPACE_LABEL: "on"}}})
-    kube.create(path("deployments", namespace), deployment("legacy", 3))
+    pool = f"conv-{uuid.uuid4().hex[:5]}"
+    cluster.add_nodes(kube, [f"{pool}-a"], labels={"compactor.test/pool": pool})
+    legacy = deployment("legacy", 3)
+    legacy["spec"]["template"]["spec"]["nodeSelector"] = {"compactor.test/pool": pool}
+    kube.create(path("deployments", namespace), legacy)
     wait_for("3 running", lambda: running_pods(kube, namespace, "app=legacy", 3))
+    cluster.add_nodes(kube, [f"{pool}-b"], labels={"compactor.test/pool": pool})
+    kube.create(path("pods", namespace), {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
+        "spec": {"nodeName": f"{pool}-b", "containers": [{
+            "name": "c", "image": "pause", "resources": {"requests": {"cpu": "3"}}}]}})
+    wait_for("the filler running", lambda: kube.get(path("pods", namespace, "filler"))[
+        "status"].get("phase") == "Running")
     _make_policy(kube, policy, namespace)
 
     # Counted as the Deployment counts its maxUnavailable: replicas short of Running Pods not

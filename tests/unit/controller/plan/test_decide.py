@@ -12,11 +12,21 @@ from compaction.intent import intent_for
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
 from controller.components.pod_settings import RuntimeSettings
-from controller.plan.actions import Apply, Delete, Patch, Plan, RecordEvent, Target, WriteStatus
+from controller.plan.actions import (
+    Apply,
+    Delete,
+    Evict,
+    Patch,
+    Plan,
+    RecordEvent,
+    Target,
+    WriteStatus,
+)
 from controller.plan.between_passes import Memory
 from controller.plan.decide import drain_plans, plan
 from controller.plan.own_objects import digest
 from controller.plan.settings import PlanSettings
+from controller.snapshot.constraints import Constraints
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.owned import OwnedInfo
 from controller.snapshot.owner import OwnerInfo
@@ -292,23 +302,41 @@ def test_no_new_drain_starts_while_the_runtime_hook_still_re_admits_pods() -> No
     go = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads, pods=settled),
               SETTINGS, NOW)
     assert go.drains[0].draining == ("sparse",) and len(_taint_patches(go)) == 1
-    busy = (*settled, _on("x1", "dense", False))
+    # x1's replacement goes to "dense", the most allocated node: the hook replaces it.
+    busy = (*settled, _on("x1", "sparse", False))
     busy_snapshot = _snapshot(nodes=nodes, policies=(policy,), workloads=workloads, pods=busy)
     held = plan(busy_snapshot, SETTINGS, NOW)
     assert held.drains[0].freeable == ("sparse",)  # still shown as freeable...
     assert held.drains[0].draining == () and _taint_patches(held) == []  # ...not started
-    # The pass's drains alone (what the preview reads) are paused alike.
-    assert drain_plans(busy_snapshot, SETTINGS, NOW) == held.drains
+    # The preview plays the hook out first: x1 on "dense", then the drain of "sparse".
+    (after,) = drain_plans(busy_snapshot, SETTINGS, NOW)
+    assert after.draining == ("sparse",) and after.moves == {("shop", "s1"): "dense"}
+
+
+def test_a_pod_whose_replacement_would_come_back_is_left_alone_and_holds_no_drain() -> None:
+    """x1 stands on "dense", which the compaction scheduler would choose for its replacement
+    too: replacing it would spend an eviction to land where it is."""
+    allocatable = {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 110_000}
+    nodes = (NodeInfo("dense", {}, allocatable), NodeInfo("sparse", {}, allocatable))
+    policy = _policy(setLabelsByEviction=True)
+    pods = (_on("d1", "dense", True, 2000), _on("s1", "sparse", True),
+            _on("x1", "dense", False))
+    p = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=(_deploy(LABELLED, ANNOTATED),),
+                       pods=pods), SETTINGS, NOW)
+    assert p.of(Evict) == []
+    assert p.drains[0].draining == ("sparse",) and len(_taint_patches(p)) == 1
 
 
 def test_a_pod_its_budget_keeps_from_the_runtime_hook_does_not_hold_the_drains() -> None:
     """A Pod placed before the policy behind a PDB with maxUnavailable: 0: the hook's eviction
     is refused for ever, so waiting for its replacement would start no drain ever again."""
     allocatable = {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 110_000}
-    nodes = (NodeInfo("dense", {}, allocatable), NodeInfo("sparse", {}, allocatable))
+    nodes = (NodeInfo("dense", {}, allocatable), NodeInfo("sparse", {"pool": "b"}, allocatable))
     policy = _policy(setLabelsByEviction=True)
     settled = (_on("d1", "dense", True, 2000), _on("s1", "sparse", True))
-    guarded = replace(_on("x1", "dense", False), labels={"app": "payments"})
+    # Its replacement may go to "sparse" only (its node lost the label it selects since).
+    guarded = replace(_on("x1", "dense", False), labels={"app": "payments"},
+                      constraints=Constraints(node_selector={"pool": "b"}))
     budget = parse_pdb({"metadata": {"namespace": "shop", "name": "payments"},
                         "spec": {"selector": {"matchLabels": {"app": "payments"}}},
                         "status": {"disruptionsAllowed": 0}})

@@ -4,6 +4,7 @@ out (the hook is pure; ``tests/unit/controller/act/test_executor.py`` covers car
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 import pytest
 
@@ -11,10 +12,12 @@ from compaction.intent import intent_for
 from compaction.selector import LabelSelector
 from compaction.validation import parse_policy
 from compaction.workload import WorkloadType
+from controller.drain_planner.readmission import Readmission
 from controller.plan.actions import Evict, Patch, RecordEvent
 from controller.plan.between_passes import Memory
 from controller.plan.convergence import ConvergenceState, fingerprint
 from controller.plan.runtime_hook import decide, forget
+from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.workload import WorkloadInfo, parse_workload
 
@@ -191,3 +194,35 @@ def test_a_workload_no_policy_manages_forgets_its_state_once() -> None:
         "labels": {"compactor.dev/suppressed": None},
         "annotations": {"compactor.dev/convergence": None}}}
     assert forget(_workload({})) is None
+
+
+ALLOCATABLE = {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 110_000}
+
+
+def _placed(name: str, node: str, cpu: int) -> PodInfo:
+    return replace(pod(name), node_name=node, requests={"cpu": cpu, "memory": 2**30 * 1000})
+
+
+@pytest.mark.parametrize(("pods", "first", "victim", "skipped"), [
+    # "full" is the compaction scheduler's choice for each: a Pod there would come back.
+    pytest.param([_placed("a", "full", 500), _placed("b", "thin", 500)], frozenset(), "b", 1,
+                 id="one-that-would-come-back-is-left-alone"),
+    pytest.param([_placed("a", "full", 500), _placed("b", "full", 500)], frozenset(), None,
+                 2, id="all-would-come-back"),
+    # Both would move; the one on a node the plan frees goes first, whatever its name.
+    pytest.param([_placed("a", "thin", 500), _placed("b", "free", 500)],
+                 frozenset({"free"}), "b", 0, id="the-nodes-the-plan-frees-first"),
+])
+def test_the_hook_replaces_only_pods_whose_replacement_moves_those_it_frees_first(
+        pods: list[PodInfo], first: frozenset[str], victim: str | None, skipped: int) -> None:
+    nodes = [NodeInfo("full", {}, ALLOCATABLE), NodeInfo("thin", {}, ALLOCATABLE),
+             NodeInfo("free", {}, ALLOCATABLE)]
+    filler = PodInfo("shop", "filler", "uid-f", {}, {}, ("ReplicaSet", "other"),
+                     node_name="full", phase="Running", ready=True, requests={"cpu": 2500})
+    readmission = Readmission(nodes, [*pods, filler])
+    w = _workload(_settled_state())
+    decision = decide(w, POLICY, pods, {n.name: {} for n in nodes}, LabelSelector(), NO_MEMORY,
+                      NOW, readmission=readmission, first=first)
+    assert [a.name for a in decision.actions if isinstance(a, Evict)] == (
+        [victim] if victim else [])
+    assert decision.skipped == skipped

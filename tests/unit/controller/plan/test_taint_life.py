@@ -15,7 +15,7 @@ from controller.drain_planner.taint import drain_taint
 from controller.plan.actions import Patch, Plan, RecordEvent
 from controller.plan.between_passes import Memory
 from controller.plan.decide import plan
-from controller.snapshot.constraints import Taint
+from controller.snapshot.constraints import Constraints, Taint
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
 from tests.unit.controller.plan.test_decide import (
@@ -160,7 +160,11 @@ def _untainted() -> tuple[NodeInfo, ...]:
 
 
 @pytest.mark.parametrize(("extra", "held"), [
-    pytest.param({}, True, id="a-pod-the-hook-will-replace-holds-new-drains"),
+    # Its node lost the label it selects: its replacement goes to "sparse".
+    pytest.param({"constraints": Constraints(node_selector={"pool": "b"})}, True,
+                 id="a-pod-the-hook-will-replace-holds-new-drains"),
+    # "dense" is the compaction scheduler's choice for it too: replacing it is futile.
+    pytest.param({}, False, id="a-pod-whose-replacement-comes-back-is-left-alone"),
     pytest.param({"local_storage": True}, False, id="local-storage-never-replaced"),
     pytest.param({"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}},
                  False, id="safe-to-evict-never-replaced"),
@@ -174,7 +178,8 @@ def test_only_pods_the_runtime_hook_would_replace_hold_new_drains(
     stale = PodInfo("shop", "old", "u-old", {}, extra.pop("annotations", {}),
                     ("ReplicaSet", "web-1"), node_name="dense", phase="Running", ready=True,
                     requests={"cpu": 100, "memory": 64 * 2**20 * 1000}, **extra)
-    p = _pass((*SETTLED, stale), _untainted(), (_policy(setLabelsByEviction=True),))
+    nodes = (_untainted()[0], replace(_untainted()[1], labels={"pool": "b"}))
+    p = _pass((*SETTLED, stale), nodes, (_policy(setLabelsByEviction=True),))
     assert p.drains[0].freeable == ("sparse",)
     assert p.drains[0].draining == (() if held else ("sparse",))
 
