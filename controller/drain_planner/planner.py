@@ -28,12 +28,14 @@ import datetime
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from compaction.descheduler_scope import DeschedulerScope
 from compaction.policy import DefaultEvictor, Policy, SchedulerMode
 from compaction.safety import Hold, eviction_hold, is_placeholder
 from compaction.selector import LabelSelector
 from compaction.utilization import Utilization, is_underutilized
+from controller.drain_planner.attraction import attracting
 from controller.drain_planner.drain_plan import (
     DRAIN_TIMEOUT,
     DrainPlan,
@@ -51,6 +53,8 @@ from controller.snapshot.fields import parse_time
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pdb import PdbInfo
 from controller.snapshot.pod import PodInfo
+
+MAX_REPLANS: Final = 3  # plans per pass while a node freed later draws a drain's Pod
 
 
 @dataclass
@@ -224,7 +228,27 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
                   drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
                   paused: frozenset[str] = frozenset()) -> list[DrainPlan]:
     """One plan for the whole cluster, returned per policy in name order. ``paused``: the
-    policies that may start no drain now (the drains under way go on)."""
+    policies that may start no drain now (the drains under way go on). Made again, a few times
+    at most, while a node it frees later would draw a Pod of a drain it starts now
+    (``attraction``): that node stays for now."""
+    nodes, pods = list(nodes), list(pods)
+    held: dict[str, Reason] = {}
+    for _ in range(MAX_REPLANS):
+        plans, more = _choose(policies, nodes, pods, members, pdbs, now, drain_timeout,
+                              paused, held)
+        if not more:
+            break
+        held |= more
+    return plans
+
+
+def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[NodeInfo],
+            pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
+            pdbs: Sequence[PdbInfo], now: datetime.datetime,
+            drain_timeout: datetime.timedelta, paused: frozenset[str],
+            held: Mapping[str, Reason]) -> tuple[list[DrainPlan], dict[str, Reason]]:
+    """The plan, ``held`` kept for their reasons; the nodes it frees later that would draw a
+    Pod of the drains it starts now."""
     cluster = Cluster(nodes, pods)
     scopes = _scopes(policies, cluster)
     considered = set().union(*(s.nodes for s in scopes.values())) if scopes else set()
@@ -285,6 +309,8 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
             continue
         governing = _governing(site, scopes)
         reasons = site.blockers + _gates(site, governing)
+        if site.name in held:
+            reasons.append(held[site.name])
         if not reasons:
             failure = _move(cluster, site, scopes, governing)
             if failure is None:
@@ -297,7 +323,11 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
             reasons.append(failure)
         out.unremovable[site.name] = reasons
         cluster.keep(site.name)
-    return _per_policy(scopes, sites, tainted, out, cluster)
+    now_draining = set(out.draining)
+    moved_now = {n: [p for ps in sites[n].movable.values() for p in ps] for n in now_draining}
+    later = [n for n in out.freeable if n not in now_draining and n not in tainted]
+    more = attracting(cluster, moved_now, later) if moved_now and later else {}
+    return _per_policy(scopes, sites, tainted, out, cluster), more
 
 
 def _may_start(scope: Scope, paused: frozenset[str], budget: Counter[str]) -> bool:

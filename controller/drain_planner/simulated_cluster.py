@@ -87,6 +87,8 @@ class Cluster:
             node.rescore()  # once per node, not once per Pod
         self._least = [(r, a) for r, a in (least or {}).items() if a > 0]
         self.emptied: set[str] = set()
+        # The nodes emptied, by shape and taints, most allocated first: alike but for that.
+        self._emptied_by: dict[tuple[object, ...], list[SimNode]] = {}
         self.received: set[str] = set()  # destinations of planned Pods: no longer candidates
         self.moves: dict[tuple[str, str], str] = {}
         self._pools: dict[LabelSelector, list[SimNode]] = {}
@@ -97,9 +99,12 @@ class Cluster:
         self._destinations: dict[LabelSelector, list[SimNode]] = {}
         self._lists_of: dict[str, list[list[SimNode]]] = {}
         self._reserve(pending)
-        # Nodes the plan counts as free (empty, or only DaemonSet, mirror or placeholder
-        # Pods), which no move fills: by shape and taints, the most allocated first, so the
-        # first that admits a Pod is the one of its group the scheduler ranks highest.
+        # Each node's room and scored requests before any move: what it offers a drain's Pod
+        # while the plan has not yet emptied it (``attraction``).
+        self.initial = {name: (dict(n.free), n.scored) for name, n in self.nodes.items()}
+        # Nodes the plan counts as free (only DaemonSet, mirror or placeholder Pods), which no
+        # move fills, by shape and taints, most allocated first: the first that admits a Pod
+        # is the one of its group the scheduler ranks highest.
         free: dict[tuple[object, ...], list[SimNode]] = {}
         for sim in self.nodes.values():
             if sim.open and not sim.hosts:
@@ -170,12 +175,21 @@ class Cluster:
         ``ordered`` holds the destinations, most allocated first; ``skip`` is none of them.
         A Pod without constraints takes the first that fits: scanning stops there, so a move
         reads only the head of its pool's destinations."""
+        tolerations = pod.constraints.tolerations
         if pod.constraints is UNCONSTRAINED or pod.constraints.tolerations_only:
-            first = next((n for n in ordered if n is not skip and self.fits(pod, needs, n)),
-                         None)
-            if first is None or not first.soft_taints:
-                return first
-            # TaintToleration outweighs every other score: fewer soft taints win first.
+            # TaintToleration outweighs every other score: the first that fits without a soft
+            # taint the Pod minds wins; else the fewest such taints, most allocated first.
+            fewest: tuple[int, SimNode] | None = None
+            for n in ordered:
+                if n is skip or not self.fits(pod, needs, n):
+                    continue
+                minded = intolerable_soft_taints(n.info.taints, tolerations) \
+                    if n.soft_taints else 0
+                if not minded:
+                    return n
+                if fewest is None or minded < fewest[0]:
+                    fewest = (minded, n)
+            return None if fewest is None else fewest[1]
         best: tuple[int, float, str] | None = None
         chosen: SimNode | None = None
         for node in ordered:
@@ -183,7 +197,7 @@ class Cluster:
                 continue
             requested = {r: node.info.allocatable.get(r, 0) - node.free.get(r, 0) + needs.get(r, 0)
                          for r in ("cpu", "memory")}
-            key = (intolerable_soft_taints(node.info.taints, pod.constraints.tolerations)
+            key = (intolerable_soft_taints(node.info.taints, tolerations)
                    if node.soft_taints else 0,
                    -most_allocated(requested, node.info.allocatable), node.info.name)
             if best is None or key < best:
@@ -209,8 +223,10 @@ class Cluster:
             # tolerate (one that does never moves): a target without a soft taint the Pod
             # minds outranks every such node, its own included. Only then are they read.
             return None
-        for node in (*(self.nodes[n] for n in self.emptied), source):
-            if node is target or not (node is source or self.fits(pod, needs, node)):
+        firsts = (next((n for n in g if n is not target and self.fits(pod, needs, n)), None)
+                  for g in self._emptied_by.values())
+        for node in (*firsts, source):
+            if node is None:
                 continue
             if scheduler_key(node, pod, int(drain_owner(node.info) is None),
                              leaving_pod=node is source) <= key:
@@ -321,12 +337,13 @@ class Cluster:
                 insort(ordered, node, key=rank)
 
     def empty(self, name: str) -> None:
-        """The simulation emptied ``name``: it takes no Pod any more."""
-        node = self.nodes[name]
+        node = self.nodes[name]  # emptied by the simulation: it takes no Pod any more
         if name not in self.emptied:
             if self._receives(node):
                 self._unlist(node)
             self.emptied.add(name)
+            insort(self._emptied_by.setdefault((tuple(sorted(node.info.allocatable.items())),
+                                                node.info.taints), []), node, key=rank)
 
     def _receives(self, node: SimNode) -> bool:
         """Whether ``node`` is a destination (``destinations``, whatever the source) with

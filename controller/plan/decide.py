@@ -31,6 +31,7 @@ from controller.plan.actions import (
 )
 from controller.plan.between_passes import Memory
 from controller.plan.draft import Draft
+from controller.plan.forecast import eventually
 from controller.plan.landings import Mark, follow
 from controller.plan.membership import Membership, label_pods, memberships
 from controller.plan.own_objects import (
@@ -47,6 +48,7 @@ from controller.plan.scheduler_routing import SchedulerHealth
 from controller.plan.settings import PlanSettings
 from controller.plan.taint_life import taint_actions
 from controller.plan.workload_metadata import clean_stale_copies, label_workloads
+from controller.snapshot.pod import PodInfo
 from controller.snapshot.snapshot import Snapshot
 from controller.snapshot.workload import WorkloadInfo, WorkloadKey
 
@@ -174,21 +176,23 @@ def _marks(draining: Mapping[tuple[str, str], tuple[str, str]],
 
 def drain_plans(snapshot: Snapshot, settings: PlanSettings,
                 now: datetime.datetime) -> tuple[DrainPlan, ...]:
-    """The drains ``plan`` would start from ``snapshot`` with nothing to reuse, and nothing
-    else: for a reader that carries no action out (the preview), which would otherwise pay
-    for every Pod's labels, the runtime hook and the digest kept for the next pass."""
+    """What the passes would drain from ``snapshot``, one after the other, with nothing to
+    reuse (``forecast.eventually``), and nothing else: for a reader that carries no action out
+    (the preview), which would otherwise pay for every Pod's labels, the runtime hook and the
+    digest kept for the next pass. Where the runtime hook has Pods to replace, the drains wait
+    for it: they are those of the cluster its replacements leave (``replay``)."""
     d = _decide(snapshot, settings, now, Memory(), Draft())
-    drains = choose_drains(d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
-                           snapshot.pdbs, now, settings.drain_timeout, d.paused)
-    if not d.paused - d.waiting:
-        return tuple(drains)
-    # The runtime hook has Pods to replace, and the drains wait for it: the drains that
-    # follow are those of the cluster its replacements leave.
-    pods = replay(snapshot.pods, d.members, d.pools, d.node_labels,
-                  settings.exempt_schedulers, d.health.routes, snapshot.pdbs, d.readmission,
-                  _freeable(drains))
-    return tuple(choose_drains(d.drain_policies, snapshot.nodes, pods, d.member_of,
-                               snapshot.pdbs, now, settings.drain_timeout, d.waiting))
+
+    def choose(pods: Sequence[PodInfo], paused: frozenset[str] = d.waiting) -> list[DrainPlan]:
+        return choose_drains(d.drain_policies, snapshot.nodes, pods, d.member_of,
+                             snapshot.pdbs, now, settings.drain_timeout, paused)
+
+    pods: Sequence[PodInfo] = snapshot.pods
+    if d.paused - d.waiting:
+        pods = replay(snapshot.pods, d.members, d.pools, d.node_labels,
+                      settings.exempt_schedulers, d.health.routes, snapshot.pdbs, d.readmission,
+                      _freeable(choose(snapshot.pods, d.paused)))
+    return eventually(choose, pods)
 
 
 def _freeable(drains: Sequence[DrainPlan]) -> frozenset[str]:

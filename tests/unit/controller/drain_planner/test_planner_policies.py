@@ -17,6 +17,7 @@ from compaction.workload import WorkloadType
 from controller.drain_planner.drain_plan import DrainPlan, Member
 from controller.drain_planner.planner import choose_drains
 from controller.drain_planner.taint import drain_taint
+from controller.plan.forecast import eventually
 from controller.snapshot.constraints import Taint
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
@@ -57,6 +58,14 @@ def _plans(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Sequence[Nod
                                                paused=paused)}
 
 
+def _eventual(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Sequence[NodeInfo],
+              pods: Sequence[PodInfo]) -> dict[str, DrainPlan]:
+    """What the passes would free one after the other (the preview's forecast)."""
+    members = _members(pods, BY_TEAM)
+    return {d.policy: d for d in eventually(
+        lambda ps: choose_drains(policies, nodes, ps, members, (), NOW), pods)}
+
+
 def _reasons(plan: DrainPlan, node_name: str) -> list[str]:
     return [r.text for u in plan.unremovable if u.node == node_name for r in u.reasons]
 
@@ -64,8 +73,10 @@ def _reasons(plan: DrainPlan, node_name: str) -> list[str]:
 def test_two_teams_policies_on_shared_nodes_free_them_together() -> None:
     plans = _plans([(_policy("a"), ALL), (_policy("b"), ALL)], SHARED, TWO_TEAMS)
     a, b = plans["a"], plans["b"]
-    # Three of the four nodes can be freed: each team's Pods move under their own policy.
-    assert len(a.freeable) == 3 and a.freeable == b.freeable
+    # Three of the four nodes can be freed, one pass after the other: each team's Pods move
+    # under their own policy.
+    forecast = _eventual([(_policy("a"), ALL), (_policy("b"), ALL)], SHARED, TWO_TEAMS)
+    assert len(forecast["a"].freeable) == 3 and forecast["a"].freeable == forecast["b"].freeable
     assert a.draining == b.draining == (a.freeable[0],)
     first = a.freeable[0]
     # One policy's Pods leave at a time, in the order the plan placed them (the largest
@@ -169,7 +180,7 @@ def test_the_evictors_label_selector_decides_what_may_move() -> None:
     assert plan.freeable == plan.draining == ()
     assert {u.reasons[0].code for u in plan.unremovable} == {"evictor_selector"}
     only_web = [p for p in pods if p.labels["tier"] == "web"]
-    (plan,) = _plans([(web_only, ALL)], nodes, only_web).values()
+    (plan,) = _eventual([(web_only, ALL)], nodes, only_web).values()
     assert len(plan.freeable) == 2
 
 
@@ -185,3 +196,18 @@ def test_number_of_nodes_counts_only_nodes_that_may_be_sources() -> None:
     assert plan.draining == ()
     assert "only 1 underutilized nodes; numberOfNodes is 1" in _reasons(plan, "n0")
 
+
+
+def test_a_node_freed_later_that_ties_with_a_drains_destination_waits_for_that_drain() -> None:
+    """Three like nodes with one like Pod each: n0's Pod goes to n1, and n2 scores as high as
+    n1 for it. The compaction scheduler breaks that tie at random, so n2, which the plan
+    would free next, waits until n0's drain has ended; the pass after frees it."""
+    nodes = [node(f"n{i}") for i in range(3)]
+    pods = [_team(f"a{i}", f"n{i}", "team-a") for i in range(3)]
+    (plan,) = _plans([(_policy("a"), ALL)], nodes, pods).values()
+    assert plan.draining == plan.freeable == ("n0",)
+    assert plan.moves == {("team-a", "a0"): "n1"}
+    (reason,) = [r for u in plan.unremovable if u.node == "n2" for r in u.reasons]
+    assert reason.code == "attracted" and "as high as n1" in reason.text
+    (forecast,) = _eventual([(_policy("a"), ALL)], nodes, pods).values()
+    assert forecast.freeable == ("n0", "n2") and forecast.draining == ("n0",)

@@ -1,0 +1,57 @@
+"""What the passes would free one after the other, for the preview. Pure.
+
+One pass starts only the drains it may (``maxDrainingNodes``) and holds back a node that would
+draw the Pods of a drain it starts now (``drain_planner.attraction``): the passes after it free
+the rest. The preview forecasts them all. It plays each plan out as planned (every Pod it moves
+on its destination, every node it frees left empty) and plans again, until a plan frees no
+node more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Final
+
+from controller.drain_planner.drain_plan import DrainPlan
+from controller.snapshot.pod import PodInfo
+
+# Plans at most: each frees at least one node more than the one before, or ends the forecast.
+ROUNDS: Final = 20
+
+
+def played_out(pods: Sequence[PodInfo], plans: Sequence[DrainPlan]) -> tuple[PodInfo, ...]:
+    """``pods`` once every Pod the plans move stands on its destination."""
+    moves = {key: node for p in plans for key, node in p.moves.items()}
+    return tuple(replace(p, node_name=moves[p.key]) if p.key in moves else p for p in pods)
+
+
+def _merged(first: DrainPlan, later: Sequence[DrainPlan]) -> DrainPlan:
+    """One policy's plans in turn as one: what each frees, in order, and where each moves a
+    Pod; why the rest stay, as the last says; what starts now, as the first does."""
+    freeable = list(first.freeable)
+    moves = dict(first.moves)
+    for plan in later:
+        freeable += [n for n in plan.freeable if n not in freeable]
+        moves.update(plan.moves)
+    last = later[-1] if later else first
+    return replace(first, freeable=tuple(freeable), moves=moves,
+                   unremovable=tuple(u for u in last.unremovable if u.node not in freeable))
+
+
+def eventually(choose: Callable[[Sequence[PodInfo]], Sequence[DrainPlan]],
+               pods: Sequence[PodInfo]) -> tuple[DrainPlan, ...]:
+    """The plans ``choose`` makes of ``pods``, pass after pass, merged per policy."""
+    first = list(choose(pods))
+    rounds: list[list[DrainPlan]] = []
+    freed = {n for p in first for n in p.freeable}
+    current = played_out(pods, first)
+    for _ in range(ROUNDS):
+        plans = list(choose(current))
+        new = {n for p in plans for n in p.freeable} - freed
+        if not new:
+            break
+        rounds.append(plans)
+        freed |= new
+        current = played_out(current, plans)
+    return tuple(_merged(p, [r[i] for r in rounds]) for i, p in enumerate(first))
