@@ -19,7 +19,18 @@ figures from one call of the pass's ``plan()``:
 
 Each cluster is built once; before it is timed, its first plan is checked to give every node
 and Pod a real verdict (``verdicts``): nodes are freed, each node is judged once, every Pod
-of a freed node is placed where it fits, and only the Pods built to block do.
+of a freed node is placed where it fits, and only the Pods built to block do. The clusters
+also hold what costs the scheduler-faithful simulation most: a foreign PreferNoSchedule taint
+on every ninth node, a placeholder on every tenth and a Terminating StatefulSet Pod on every
+twenty-fifth.
+
+Absolute times do not travel between machines, so ``make bench`` is gated on ratios measured
+in one run, on the same clusters:
+
+- the 20-policy plan against the single-policy plan at 1,000 nodes: at most 1.5;
+- this planner against the one before it simulated the compaction scheduler's choice
+  (``BASELINE``, a ``git worktree`` of that commit), run in turns in child processes on the
+  same pickled clusters: at most 1.2, per case.
 """
 
 from __future__ import annotations
@@ -27,10 +38,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import json
+import os
+import pickle
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from compaction import names
@@ -42,7 +60,7 @@ from controller.drain_planner import memo as drain_memo
 from controller.drain_planner.drain_plan import DrainPlan
 from controller.plan.decide import plan
 from controller.plan.settings import PlanSettings
-from controller.snapshot.constraints import parse_constraints
+from controller.snapshot.constraints import Taint, parse_constraints
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.owner import OwnerInfo
 from controller.snapshot.pod import PodInfo
@@ -56,6 +74,7 @@ MIX = (("production", "web", 1000, 50, 128), ("production", "api", 700, 100, 256
        ("production", "cache", 100, 250, 512), ("batch", "worker", 700, 100, 256),
        ("batch", "report", 400, 50, 128))
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,11 @@ class Case:
 
 
 CASES = (Case(100, 1, 0.05), Case(1000, 1, 1.0), Case(1000, 20, 0.3), Case(5000, 20, 2.0))
+# The commit before the planner judged destinations as the compaction scheduler does.
+BASELINE = "c4b9694844841d7abe54990cae351272d89ba0a6"
+POLICIES_RATIO = 1.5  # 20 policies / 1 policy, at 1,000 nodes
+BASELINE_RATIO = 1.2  # this planner / BASELINE's, per case
+FOREIGN = Taint("dedicated", "batch", "PreferNoSchedule")
 
 
 # What the API server's DefaultTolerationSeconds plugin gives every Pod.
@@ -92,7 +116,8 @@ def cluster(nodes: int, policies: int = 1) -> Snapshot:
     ten policies, and the pinned Pods go to the policies in turn."""
     node_names = [f"node-{i:04d}" for i in range(nodes)]
     infos = tuple(NodeInfo(n, {"kubernetes.io/hostname": n}, {
-        "cpu": 4000_000, "memory": 16 * GI, "pods": 110_000}) for n in node_names)
+        "cpu": 4000_000, "memory": 16 * GI, "pods": 110_000},
+        (FOREIGN,) if i % 9 == 4 else ()) for i, n in enumerate(node_names))
     workloads: list[WorkloadInfo] = []
     owners: list[OwnerInfo] = []
     pods: list[PodInfo] = []
@@ -121,6 +146,16 @@ def cluster(nodes: int, policies: int = 1) -> Snapshot:
         pods.append(PodInfo(namespace("production", 0, policies), f"agent-{i}", f"agent-{i}",
                             {}, {}, ("DaemonSet", "agent"), node_name=n, phase="Running",
                             ready=True, requests={"cpu": 50_000, "memory": 64 * 2**20 * 1000}))
+        if i % 10 == 5:
+            pods.append(PodInfo("headroom", f"placeholder-{i}", f"placeholder-{i}", {}, {},
+                                ("ReplicaSet", "placeholder-1"), node_name=n, phase="Running",
+                                ready=True, priority=-10,
+                                requests={"cpu": 100_000, "memory": 128 * 2**20 * 1000}))
+        if i % 25 == 12:
+            pods.append(PodInfo(namespace("production", 0, policies), f"cache-old-{i}",
+                                f"cache-old-{i}", {}, {}, ("StatefulSet", "cache-old"),
+                                node_name=n, phase="Running", ready=True, deleting=True,
+                                requests={"cpu": 250_000, "memory": 512 * 2**20 * 1000}))
         if i % 10 == 0:
             pods.append(PodInfo(
                 namespace("production", i // 10 % policies, policies), f"pinned-{i}",
@@ -167,7 +202,9 @@ def verdicts(snapshot: Snapshot, drains: Sequence[DrainPlan]) -> list[str]:
     moves: dict[tuple[str, str], str] = {}
     for d in drains:
         moves.update(d.moves)
-    agent = {p.key for p in snapshot.pods if p.owner is not None and p.owner[0] == "DaemonSet"}
+    # Node agents leave with their node, Terminating Pods by themselves.
+    agent = {p.key for p in snapshot.pods
+             if p.owner is not None and p.owner[0] == "DaemonSet" or p.deleting}
     on_freed = {p.key for p in snapshot.pods if p.node_name in freed and p.key not in agent}
     if on_freed != set(moves):
         problems.append(f"{len(on_freed - set(moves))} Pods of freeable nodes unplaced, "
@@ -188,7 +225,8 @@ def verdicts(snapshot: Snapshot, drains: Sequence[DrainPlan]) -> list[str]:
     if {n for n, code in reasons if code == Hold.SAFE_TO_EVICT.value} != pinned:
         problems.append("the nodes held by a Pod are not those of the pinned Pods")
     if codes := {code for _, code in reasons} - {
-            "destination", "does_not_fit", Hold.SAFE_TO_EVICT.value}:
+            "destination", "does_not_fit", "attracted", "above_thresholds",
+            Hold.SAFE_TO_EVICT.value}:
         problems.append(f"unexpected reasons: {', '.join(sorted(codes))}")
     return problems
 
@@ -266,13 +304,77 @@ def table(timings: Sequence[Timing]) -> str:
     return "\n".join(rows)
 
 
+def policies_ratio(timings: Sequence[Timing]) -> float:
+    """The 20-policy plan's median over the single-policy plan's, at 1,000 nodes."""
+    by = {(t.case.nodes, t.case.policies): t.plan[0] for t in timings}
+    return by[(1000, 20)] / by[(1000, 1)]
+
+
+def _label(case: Case) -> str:
+    return f"{case.nodes}/{case.policies}"
+
+
+@contextlib.contextmanager
+def _checkout(commit: str) -> Iterator[Path]:
+    """A detached ``git worktree`` of ``commit``, removed after."""
+    with tempfile.TemporaryDirectory(prefix="compactor-baseline-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet",
+                        str(tree), commit], check=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                            str(tree)], check=True)
+
+
+def against_baseline(cases: Sequence[Case], rounds: int = 3, repeats: int = 3
+                     ) -> dict[str, tuple[float, float, float]]:
+    """Per case: this planner's median, ``BASELINE``'s and their ratio, timed in child
+    processes that take turns (this, baseline, this, ...) on the same pickled clusters."""
+    times: dict[str, dict[str, list[float]]] = {"this": {}, "baseline": {}}
+    with tempfile.TemporaryDirectory(prefix="compactor-clusters-") as tmp, \
+            _checkout(BASELINE) as tree:
+        file = Path(tmp) / "clusters.pickle"
+        file.write_bytes(pickle.dumps({_label(c): cluster(c.nodes, c.policies) for c in cases}))
+        timer = ROOT / "loadtest" / "plan_timer.py"
+        for _ in range(rounds):
+            for who, source in (("this", ROOT), ("baseline", tree)):
+                printed = subprocess.run(
+                    [sys.executable, str(timer), str(file), str(repeats)], check=True,
+                    capture_output=True, text=True,
+                    env={**os.environ, "PYTHONPATH": str(source)}).stdout
+                for label, values in json.loads(printed).items():
+                    times[who].setdefault(label, []).extend(values)
+    out: dict[str, tuple[float, float, float]] = {}
+    for label in times["this"]:
+        this = statistics.median(times["this"][label])
+        baseline = statistics.median(times["baseline"][label])
+        out[label] = (this, baseline, this / baseline)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="turns of this planner and BASELINE's, each in a fresh process")
     args = parser.parse_args()
     timings = measure(repeats=args.repeats)
     print(table(timings))
-    if not all(t.passed for t in timings):
+    failed = [t for t in timings if not t.passed]
+    ratio = policies_ratio(timings)
+    print(f"\n20 policies / 1 policy at 1,000 nodes: {ratio:.2f} (at most {POLICIES_RATIO})")
+    compared = against_baseline(CASES, args.rounds)
+    print(f"\nthis planner / the one before it ({BASELINE[:12]}), medians of "
+          f"{args.rounds} turns each, same clusters:")
+    print("| nodes/policies | this | before | ratio |\n| --- | --- | --- | --- |")
+    for label, (this, before, r) in compared.items():
+        print(f"| {label} | {this * 1000:.0f} ms | {before * 1000:.0f} ms | {r:.2f} |")
+    slower = {label: r for label, (_, _, r) in compared.items() if r > BASELINE_RATIO}
+    if slower:
+        print(f"over {BASELINE_RATIO}: {', '.join(f'{k} ({v:.2f})' for k, v in slower.items())}")
+    if failed or ratio > POLICIES_RATIO or slower:
         raise SystemExit(1)
 
 

@@ -606,11 +606,16 @@ def test_the_benchmarks_policies_share_every_node_each_in_namespaces_of_its_own(
     assert len(scoped) == 20 and len({ns for values in scoped for ns in values}) == 40
     owner = {ns: i for i, values in enumerate(scoped) for ns in values}
     on: dict[str, set[int]] = {n.name: set() for n in snapshot.nodes}
+    placeholders = [p for p in snapshot.pods if p.namespace == "headroom"]
     for p in snapshot.pods:
-        if not p.daemon:
+        if not p.daemon and p.namespace != "headroom":
             on[p.node_name].add(owner[p.namespace])
     assert min(map(len, on.values())) >= 10
-    assert sum(not p.daemon for p in snapshot.pods) == 29_100
+    # The mix, a pinned Pod per ten nodes, a placeholder per ten, a Terminating Pod per 25.
+    assert sum(not p.daemon for p in snapshot.pods) == 29_100 + 100 + 40
+    assert len(placeholders) == 100 and all(p.priority == -10 for p in placeholders)
+    assert sum(p.deleting for p in snapshot.pods) == 40
+    assert sum(bool(n.taints) for n in snapshot.nodes) == 111
 
 
 def test_the_benchmarks_check_finds_pods_left_behind_and_pods_of_no_policy() -> None:
