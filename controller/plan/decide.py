@@ -31,7 +31,7 @@ from controller.plan.actions import (
 )
 from controller.plan.between_passes import Memory
 from controller.plan.draft import Draft
-from controller.plan.forecast import eventually
+from controller.plan.forecast import eventually, with_replacements
 from controller.plan.landings import Mark, follow
 from controller.plan.membership import Membership, label_pods, memberships
 from controller.plan.own_objects import (
@@ -187,12 +187,13 @@ def drain_plans(snapshot: Snapshot, settings: PlanSettings,
         return choose_drains(d.drain_policies, snapshot.nodes, pods, d.member_of,
                              snapshot.pdbs, now, settings.drain_timeout, paused)
 
-    pods: Sequence[PodInfo] = snapshot.pods
-    if d.paused - d.waiting:
-        pods = replay(snapshot.pods, d.members, d.pools, d.node_labels,
-                      settings.exempt_schedulers, d.health.routes, snapshot.pdbs, d.readmission,
-                      _freeable(choose(snapshot.pods, d.paused)))
-    return eventually(choose, pods)
+    if not d.paused - d.waiting:
+        return eventually(choose, snapshot.pods)
+    pods = replay(snapshot.pods, d.members, d.pools, d.node_labels, settings.exempt_schedulers,
+                  d.health.routes, snapshot.pdbs, d.readmission,
+                  _freeable(choose(snapshot.pods, d.paused)))
+    return with_replacements(snapshot.pods, pods, eventually(choose, pods), {
+        key: m.policy.id for key, m in d.members.items() if m.policy is not None})
 
 
 def _freeable(drains: Sequence[DrainPlan]) -> frozenset[str]:

@@ -9,7 +9,7 @@ node more.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -55,3 +55,29 @@ def eventually(choose: Callable[[Sequence[PodInfo]], Sequence[DrainPlan]],
         freed |= new
         current = played_out(current, plans)
     return tuple(_merged(p, [r[i] for r in rounds]) for i, p in enumerate(first))
+
+
+def _in_use(pods: Sequence[PodInfo]) -> set[str]:
+    """Nodes holding a Pod but a DaemonSet's or a mirror Pod (placeholders count, as the
+    preview counts them)."""
+    return {p.node_name for p in pods if p.occupies and not (p.daemon or p.mirror)}
+
+
+def with_replacements(before: Sequence[PodInfo], after: Sequence[PodInfo],
+                      plans: Sequence[DrainPlan], policy_of: Mapping[tuple[str, str], str]
+                      ) -> tuple[DrainPlan, ...]:
+    """``plans`` (of the cluster ``after`` the runtime hook's replacements) with what the
+    replacements themselves did: the Pods they moved, and the nodes they emptied, first, in
+    the plan of the policy whose Pods left each node."""
+    moved = {b.key: a.node_name for b, a in zip(before, after, strict=True)
+             if b.node_name != a.node_name}
+    emptied = sorted(_in_use(before) - _in_use(after))
+    out = []
+    for plan in plans:
+        mine = {key: node for key, node in moved.items() if policy_of.get(key) == plan.policy}
+        left = {b.node_name for b in before if b.key in mine}
+        nodes = [n for n in emptied if n in left]
+        out.append(replace(plan, freeable=(*nodes, *plan.freeable),
+                           nodes_in_use=tuple(sorted({*plan.nodes_in_use, *nodes})),
+                           moves={**mine, **plan.moves}))
+    return tuple(out)

@@ -310,7 +310,8 @@ def test_no_new_drain_starts_while_the_runtime_hook_still_re_admits_pods() -> No
     assert held.drains[0].draining == () and _taint_patches(held) == []  # ...not started
     # The preview plays the hook out first: x1 on "dense", then the drain of "sparse".
     (after,) = drain_plans(busy_snapshot, SETTINGS, NOW)
-    assert after.draining == ("sparse",) and after.moves == {("shop", "s1"): "dense"}
+    assert after.draining == ("sparse",) and after.moves == {
+        ("shop", "x1"): "dense", ("shop", "s1"): "dense"}
 
 
 def test_a_pod_whose_replacement_would_come_back_is_left_alone_and_holds_no_drain() -> None:
