@@ -3,6 +3,7 @@ replacements free themselves."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from controller.drain_planner.drain_plan import DrainPlan
@@ -19,7 +20,7 @@ def test_each_plan_is_played_out_and_the_next_made_until_nothing_more_is_freed()
     pods = [_pod("a", "n0"), _pod("b", "n1"), _pod("c", "n2")]
     seen: list[set[str]] = []
 
-    def choose(now: list[PodInfo]) -> list[DrainPlan]:
+    def choose(now: Sequence[PodInfo]) -> list[DrainPlan]:
         where = {p.name: p.node_name for p in now}
         seen.append(set(where.values()))
         if where["a"] == "n0":  # the first pass frees n0 and holds n1 back
