@@ -24,8 +24,19 @@ CLUSTER_STATIC_POLICY_KIND: Final = "ClusterStaticPolicy"
 CLUSTER_STATIC_POLICY_PLURAL: Final = "clusterstaticpolicies"
 STATIC_POLICY_KINDS: Final = (CLUSTER_STATIC_POLICY_KIND, STATIC_POLICY_KIND)
 
+# The default install namespace; each component reads the one it runs in from the downward
+# API (the webhook's Service namespace, the controller's COMPACTOR_NAMESPACE).
 INSTALL_NAMESPACE: Final = "compactor-system"
-PROTECTED_NAMESPACES: Final = frozenset({"kube-system", INSTALL_NAMESPACE})
+
+
+def protected_namespaces(install_namespace: str) -> frozenset[str]:
+    """Namespaces whose Pods Compactor never patches, re-admits or evicts: kube-system and
+    the one it is installed in, where its own Pods run."""
+    return frozenset({"kube-system", install_namespace})
+
+
+# Those of a default install.
+PROTECTED_NAMESPACES: Final = protected_namespaces(INSTALL_NAMESPACE)
 
 POLICY_LABEL: Final = "compactor.dev/policy"
 SUPPRESSED_LABEL: Final = "compactor.dev/suppressed"

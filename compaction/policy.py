@@ -107,6 +107,9 @@ class DeschedulerSpec:
     max_pods_to_evict_total: int = 1
     # How many nodes the planner drains at once (a Compactor extension of the field table).
     max_draining_nodes: int = 1
+    # The most evictions the planner may spend to free one node; None: no limit (a Compactor
+    # extension of the field table).
+    max_evictions_to_free_node: int | None = None
     default_evictor: DefaultEvictor = DefaultEvictor()
     high_node_utilization: HighNodeUtilization = HighNodeUtilization()
     interval: str = DEFAULT_INTERVAL

@@ -90,11 +90,13 @@ def is_system_critical(priority_class_name: str, priority: int | None) -> bool:
         priority is not None and priority >= _CRITICAL_PRIORITY)
 
 
-def untouched(namespace: str, mirror: bool, priority: Any) -> Hold | None:
+def untouched(namespace: str, mirror: bool, priority: Any,
+              protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> Hold | None:
     """Pods Compactor never patches, re-admits or evicts, whatever policy covers them: in a
-    protected namespace, mirror Pods, placeholders. The webhook's first question, and the
-    first part of ``eviction_hold``."""
-    if namespace in names.PROTECTED_NAMESPACES:
+    ``protected`` namespace (``names.protected_namespaces`` of the install namespace), mirror
+    Pods, placeholders. The webhook's first question, and the first part of
+    ``eviction_hold``."""
+    if namespace in protected:
         return Hold.PROTECTED_NAMESPACE
     if mirror:
         return Hold.MIRROR
@@ -103,12 +105,13 @@ def untouched(namespace: str, mirror: bool, priority: Any) -> Hold | None:
     return None
 
 
-def eviction_hold(pod: PodFacts, kind: WorkloadType | None, evictor: DefaultEvictor
-                  ) -> Hold | None:
+def eviction_hold(pod: PodFacts, kind: WorkloadType | None, evictor: DefaultEvictor,
+                  protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> Hold | None:
     """Why ``pod``, of a ``kind`` workload (None: no workload), may never be evicted under a
     policy with these evictor settings; None when it may. The first reason, in a fixed
     order, so that every caller names the same one."""
-    hold = untouched(pod.namespace, names.MIRROR_ANNOTATION in pod.annotations, pod.priority)
+    hold = untouched(pod.namespace, names.MIRROR_ANNOTATION in pod.annotations, pod.priority,
+                     protected)
     if hold is not None:
         return hold
     if pod.owner is None:

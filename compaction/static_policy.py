@@ -57,9 +57,11 @@ class StaticPolicy(PolicyBase):
         return names.STATIC_POLICY_KIND if self.namespace else names.CLUSTER_STATIC_POLICY_KIND
 
 
-def parse_static_policy(obj: Mapping[str, Any]) -> StaticPolicy:
-    """The policy with defaults applied; raises InvalidPolicy listing every problem."""
-    reader = _StaticReader()
+def parse_static_policy(obj: Mapping[str, Any],
+                        protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> StaticPolicy:
+    """The policy with defaults applied; raises InvalidPolicy listing every problem.
+    ``protected``: the namespaces no StaticPolicy may live in (``names.protected_namespaces``)."""
+    reader = _StaticReader(protected)
     policy = reader.static_policy(obj)
     if reader.problems:
         raise InvalidPolicy(policy.name, reader.problems)
@@ -83,7 +85,7 @@ class _StaticReader(PolicyReader):
             namespace = str(meta.get("namespace") or "")
             if not namespace:
                 self._err("metadata.namespace", "is required")
-            elif namespace in names.PROTECTED_NAMESPACES:
+            elif namespace in self.protected:
                 self._err("metadata.namespace", f"Compactor never resizes Pods in {namespace}")
         elif kind != names.CLUSTER_STATIC_POLICY_KIND:
             self._err("kind", f"must be {names.CLUSTER_STATIC_POLICY_KIND} or "

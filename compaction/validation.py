@@ -40,18 +40,22 @@ _POLICY, _SCHEDULER, _DESCHEDULER = Policy(name=""), SchedulerSpec(), Deschedule
 _EVICTOR, _HNU, _THRESHOLDS = DefaultEvictor(), HighNodeUtilization(), Thresholds()
 
 
-def parse_policy(obj: Mapping[str, Any]) -> Policy:
-    """The policy with defaults applied; raises InvalidPolicy listing every problem."""
-    reader = PolicyReader()
+def parse_policy(obj: Mapping[str, Any],
+                 protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> Policy:
+    """The policy with defaults applied; raises InvalidPolicy listing every problem.
+    ``protected``: the namespaces no CompactionPolicy may live in (kube-system and the install
+    namespace, ``names.protected_namespaces``)."""
+    reader = PolicyReader(protected)
     policy = reader.policy(obj)
     if reader.problems:
         raise InvalidPolicy(policy.name, reader.problems)
     return policy
 
 
-def validate_policy(obj: Mapping[str, Any]) -> list[Problem]:
+def validate_policy(obj: Mapping[str, Any],
+                    protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> list[Problem]:
     """Every problem of ``obj`` with its field path; empty when the policy is usable."""
-    reader = PolicyReader()
+    reader = PolicyReader(protected)
     reader.policy(obj)
     return reader.problems
 
@@ -59,8 +63,9 @@ def validate_policy(obj: Mapping[str, Any]) -> list[Problem]:
 class PolicyReader:
     """Reads one object field by field, defaulting what is absent and noting what is wrong."""
 
-    def __init__(self) -> None:
+    def __init__(self, protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> None:
         self.problems: list[Problem] = []
+        self.protected = protected
 
     def _err(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
@@ -91,7 +96,8 @@ class PolicyReader:
             self._err(path, f"must be a whole number, not {value!r}")
             return default
         if not lo <= value <= hi:
-            bound = f"at least {lo}" if hi == _INT32 else f"between {lo} and {hi}"
+            bound = (f"between {lo} and {hi}" if hi != _INT32
+                     else f"at least {lo}" if value < lo else f"at most {hi}")
             self._err(path, f"must be {bound}, not {value}")
             return default
         return value
@@ -123,7 +129,7 @@ class PolicyReader:
             namespace = str(meta.get("namespace") or "")
             if not namespace:
                 self._err("metadata.namespace", "is required")
-            elif namespace in names.PROTECTED_NAMESPACES:
+            elif namespace in self.protected:
                 self._err("metadata.namespace", f"Compactor never manages Pods in {namespace}")
         elif kind != names.POLICY_KIND:
             self._err("kind", f"must be {names.POLICY_KIND} or {names.NAMESPACED_POLICY_KIND}")
@@ -259,7 +265,7 @@ class PolicyReader:
             "enabled", "nodeSelector", "maxNoOfPodsToEvictPerNode",
             "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal", "defaultEvictor",
             "highNodeUtilization", "interval", "loopDetectionWindow", "loopDetectionThreshold",
-            "suppressionDuration", "maxDrainingNodes"}))
+            "suppressionDuration", "maxDrainingNodes", "maxEvictionsToFreeNode"}))
         interval = self._str(raw, "interval", f"{at}.interval", _DESCHEDULER.interval)
         for message in cron_problems(interval):
             self._err(f"{at}.interval", message)
@@ -282,6 +288,8 @@ class PolicyReader:
             max_draining_nodes=self._int(
                 raw, "maxDrainingNodes", f"{at}.maxDrainingNodes",
                 _DESCHEDULER.max_draining_nodes, lo=1),
+            max_evictions_to_free_node=None if raw.get("maxEvictionsToFreeNode") is None
+            else self._int(raw, "maxEvictionsToFreeNode", f"{at}.maxEvictionsToFreeNode", 0),
             default_evictor=self._evictor(raw),
             high_node_utilization=self._hnu(raw),
             interval=interval,

@@ -71,9 +71,10 @@ def text(report: Report) -> str:
         + (", in the order they would be drained:" if report.freeable else "."),
     ]
     for i, f in enumerate(report.freeable, 1):
-        price = f", ${f.hourly * HOURS_PER_MONTH:,.2f}/month" if f.hourly is not None else ""
-        lines.append(f"  {i}. {f.node}: {_plural(f.pods, 'Pod')} to move, "
-                     f"{_plural(f.evictions, 'eviction')}{price}")
+        price = (f", saves ${f.hourly * HOURS_PER_MONTH:,.2f}/month" if f.hourly is not None
+                 else "")
+        lines.append(f"  {i}. {f.node}: costs {_plural(f.evictions, 'eviction')}{price} "
+                     f"({_plural(f.pods, 'Pod')} to move)")
     lines += ["", f"Nodes that stay: {len(report.stays)}"]
     for h in report.held:
         lines.append(f"  {_plural(len(h.nodes), 'node')} held by: {h.cause} ({h.code})")

@@ -19,7 +19,6 @@ from typing import Final
 
 from compaction import quantity
 from compaction.packing import bounds_per_resource, ffd
-from compaction.safety import is_placeholder
 from controller.components.pod_settings import RuntimeSettings
 from controller.drain_planner.drain_plan import DrainPlan
 from controller.drain_planner.reasons import CAUSES, Code, Reason
@@ -65,7 +64,7 @@ class Held:
 @dataclass(frozen=True)
 class Freed:
     node: str
-    evictions: int  # Pods evicted from it (placeholders move without one)
+    evictions: int  # what freeing it costs, as the plan counts it (``DrainPlan.costs``)
     pods: int  # Pods that leave it
     hourly: float | None = None
 
@@ -205,11 +204,12 @@ def build(snapshot: Snapshot, drains: Sequence[DrainPlan], prices: Prices = NO_P
     empty = tuple(n.name for n in snapshot.nodes if not by_node.get(n.name))
     order = merge_in_order(d.freeable for d in drains)
     moves = {k for d in drains for k in d.moves}
+    costs = {n: c for d in drains for n, c in d.costs.items()}
     freed = []
     for name in order:
         leaving = [p for p in by_node.get(name, ()) if p.key in moves]
         node = known.get(name)
-        freed.append(Freed(name, sum(not is_placeholder(p.priority) for p in leaving),
+        freed.append(Freed(name, costs.get(name, 0),
                            len(leaving), prices.hourly(node.labels) if node else None))
     reasons = _reasons(drains)
     stays: dict[str, tuple[Reason, ...]] = {}

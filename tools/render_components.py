@@ -1,7 +1,9 @@
 """Prints, as YAML, the objects the controller creates at run time for a sample policy (the
 compaction scheduler's ConfigMap and Deployment, the policy's descheduler ConfigMap and
 CronJob), rendered by the controller's own functions with the settings of a default install,
-for `make lint`'s policy scan."""
+for `make lint`'s policy scan; and beside them the NetworkPolicies of deploy/network/ that
+select those Pods, which an install ships (the scan links a Pod to its policy only within
+one input)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ def main() -> None:
             policy, {})),
         descheduler.descheduler_cronjob(policy, runtime.descheduler, suspend=False),
     ]
+    objects += [policy for component in ("scheduler", "descheduler")
+                for policy in yaml.safe_load_all((ROOT / "deploy" / "network" /
+                                                  f"{component}.yaml").read_text())]
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False)
 
 

@@ -9,9 +9,10 @@ Sources and what is made of them:
                                   -> deploy/crds/compactor.dev_{cluster,}staticpolicies.yaml
                                      (their scope is the compaction policies': one schema)
   deploy/crds/*.yaml              -> deploy/helm/compactor/crds/ (Helm installs CRDs from there)
-  deploy/rbac/*.yaml, deploy/policy/, the Services and the PDB
+  deploy/rbac/*.yaml, deploy/policy/, deploy/network/, the Services and the PDB
                                   -> deploy/helm/compactor/templates/ (Helm's labels and the
-                                     release namespace put in; the PDB's minAvailable a value)
+                                     release namespace put in; the PDB's minAvailable a value,
+                                     the NetworkPolicies behind networkPolicy.enabled)
   deploy/prometheus/alerts.yaml   -> deploy/helm/compactor/files/alerts.yaml (the chart's
                                      PrometheusRule) and deploy/overlays/prometheus-operator/
                                      prometheusrule.yaml
@@ -68,6 +69,8 @@ def templates() -> dict[str, str]:
     """deploy/ file -> chart template name."""
     out = {f"rbac/{f.name}": f"rbac-{f.name}" for f in sorted((DEPLOY / "rbac").glob("*.yaml"))}
     out |= {f"policy/{f.name}": f.name for f in sorted((DEPLOY / "policy").glob("*.yaml"))}
+    out |= {f"network/{f.name}": f"networkpolicy-{f.name}"
+            for f in sorted((DEPLOY / "network").glob("*.yaml"))}
     return out | _FIXED
 
 
@@ -96,6 +99,8 @@ def template(source: str, manifest: str) -> str:
     if source == "webhook/pdb.yaml":
         out = re.sub(r"minAvailable: \S+",
                      "minAvailable: {{ .Values.webhook.podDisruptionBudget.minAvailable }}", out)
+    if source.startswith("network/"):
+        out = f"{{{{- if .Values.networkPolicy.enabled }}}}\n{out}{{{{- end }}}}\n"
     return f"{_HEADER}{source}: edit that file.\n" + out
 
 

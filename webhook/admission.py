@@ -43,10 +43,11 @@ _SKIPPED: Final = {Hold.PROTECTED_NAMESPACE: "namespace {ns}", Hold.MIRROR: "mir
                    Hold.PLACEHOLDER: "placeholder priority"}
 
 
-def skip_reason(pod: PodView) -> str | None:
+def skip_reason(pod: PodView, protected: frozenset[str] = names.PROTECTED_NAMESPACES
+                ) -> str | None:
     """Why this Pod is never mutated, judged on the request alone (no lookups): the rule of
     ``compaction.safety.untouched``, an opt-out, or no owner to read intent from."""
-    hold = untouched(pod.namespace, pod.is_mirror, pod.priority)
+    hold = untouched(pod.namespace, pod.is_mirror, pod.priority, protected)
     if hold is not None:
         return _SKIPPED[hold].format(ns=pod.namespace)
     if opted_out(pod.labels):
@@ -59,8 +60,11 @@ def skip_reason(pod: PodView) -> str | None:
 class Admitter:
     def __init__(self, owners: OwnerCache, metrics: Metrics, budget_seconds: float = 2.0,
                  limit_ranges: Callable[[str], str | None] = lambda _: None,
-                 exempt_schedulers: frozenset[str] = names.EXEMPT_SCHEDULERS) -> None:
+                 exempt_schedulers: frozenset[str] = names.EXEMPT_SCHEDULERS,
+                 protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> None:
         self.owners = owners
+        # Namespaces whose Pods are never mutated (names.protected_namespaces).
+        self.protected = protected
         # Schedulers a Pod that already names one keeps (compaction.intent.keeps_scheduler).
         self.exempt_schedulers = exempt_schedulers
         self.metrics = metrics
@@ -96,7 +100,7 @@ class Admitter:
         if not is_pod_create(request):
             return Decision(Outcome.SKIPPED, reason="not a Pod CREATE")
         pod = pod_view(request)
-        reason = skip_reason(pod)
+        reason = skip_reason(pod, self.protected)
         if reason:
             return Decision(Outcome.SKIPPED, reason=reason)
         if (await self.owners.namespace(pod.namespace, deadline)).ignored:

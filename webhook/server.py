@@ -37,7 +37,8 @@ class Webhook:
         self.app: MutateFirst = create_app(
             Admitter(self.cache, self.metrics, budget_seconds=settings.budget_seconds,
                      limit_ranges=self._limit_ranges,
-                     exempt_schedulers=settings.exempt_schedulers),
+                     exempt_schedulers=settings.exempt_schedulers,
+                     protected=settings.protected_namespaces),
             self.metrics, max_body_bytes=settings.max_body_bytes,
             ready=lambda: self.reader is not None,
             on_startup=self._start, on_shutdown=self._stop)

@@ -48,6 +48,13 @@ class Settings:
     # setting: the two must agree, or the runtime hook replaces what admission keeps).
     exempt_schedulers: frozenset[str] = names.EXEMPT_SCHEDULERS
 
+    @property
+    def protected_namespaces(self) -> frozenset[str]:
+        """kube-system and the namespace the webhook runs in (its Service's, from the
+        downward API): their Pods are never mutated, whatever the webhook configuration's
+        namespaceSelector lets through."""
+        return names.protected_namespaces(self.service_namespace or names.INSTALL_NAMESPACE)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
         p = "COMPACTOR_WEBHOOK_"

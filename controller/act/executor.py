@@ -195,9 +195,25 @@ class Executor:
         return await self._run(action.then, summary, memory, now)
 
     async def _event(self, action: RecordEvent) -> bool:
+        """An Event said again moves its count (created anew if it is gone); a named Event
+        that exists already was said (a write the caches had not shown yet)."""
+        events = kinds.kind("Event")
         try:
-            await self.api.create(kinds.kind("Event").path(action.namespace), dict(action.body))
+            if action.repeats:
+                try:
+                    self.observe(await self.api.patch(
+                        events.path(action.namespace, action.repeats), action.again))
+                    return True
+                except ApiError as e:
+                    if e.status != 404:
+                        raise
+            self.observe(await self.api.create(events.path(action.namespace),
+                                               dict(action.body)))
         except ApiError as e:
+            # A named Event that is there was said (the API server retries a generated name
+            # that is taken, so no other create answers 409).
+            if e.status == 409:
+                return True
             log.warning("could not record event %s: %s", action.body.get("reason"), e)
             return False
         return True

@@ -79,10 +79,11 @@ def node_pool(policy: Policy, node_labels: Mapping[str, Iterable[str]]) -> Label
     return policy.descheduler.node_selector.expand_wildcards(node_labels)
 
 
-def render_descheduler_policy(policy: Policy,
-                              node_labels: Mapping[str, Iterable[str]]) -> dict[str, Any]:
+def render_descheduler_policy(policy: Policy, node_labels: Mapping[str, Iterable[str]],
+                              namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
     """The DeschedulerPolicy for one policy; ``node_labels`` are the label values seen on nodes,
-    against which ``*`` patterns in ``descheduler.nodeSelector`` are expanded."""
+    against which ``*`` patterns in ``descheduler.nodeSelector`` are expanded. ``namespace``:
+    Compactor's own, never evicted from, like kube-system."""
     d = policy.descheduler
     node_selector = node_pool(policy, node_labels).render()
     scope = eviction_selector(policy)
@@ -122,7 +123,7 @@ def render_descheduler_policy(policy: Policy,
                     # drain taint, and each policy's descheduler evicts its own Pods there
                     # (the draining label of the selector says which).
                     "includedTaints": [names.DRAIN_TAINT],
-                    "namespaces": _namespaces(policy),
+                    "namespaces": _namespaces(policy, namespace),
                     # Applied before the evictor's filter, which lets a Pod with the evict
                     # annotation past its own copy of this selector.
                     "labelSelector": _selector_object(scope),
@@ -141,10 +142,10 @@ def render_descheduler_policy(policy: Policy,
     return doc
 
 
-def _namespaces(policy: Policy) -> dict[str, list[str]]:
+def _namespaces(policy: Policy, install_namespace: str) -> dict[str, list[str]]:
     if policy.namespace:
         return {"include": [policy.namespace]}
-    return {"exclude": sorted(names.PROTECTED_NAMESPACES)}
+    return {"exclude": sorted(names.protected_namespaces(install_namespace))}
 
 
 def _metadata(policy: Policy, namespace: str) -> dict[str, Any]:

@@ -93,7 +93,6 @@ def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
                        "which --profiling cannot change beside --config",
         "CKV_K8S_115": "the kubelet probes /livez and /readyz at the Pod's address; "
                        "127.0.0.1 suits host-network control-plane Pods only",
-        "CKV2_K8S_6": "not yet: no NetworkPolicy is shipped",
     })
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",

@@ -31,7 +31,7 @@ class Member:
 class Unremovable:
     node: str
     reasons: tuple[Reason, ...]
-    stake: bool = False  # the policy has Pods it could move there
+    holds_pods: bool = False  # Pods of the policy run there (placeholders aside)
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class DrainPlan:
     evict: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     # Where the simulation put each Pod of a freeable node: (namespace, name) -> node.
     moves: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # What freeing each freeable node costs: the evictions of every policy's Pods there.
+    costs: Mapping[str, int] = field(default_factory=dict)
 
 
 def evictions_per_run(pods: Sequence[PodInfo], spec: DeschedulerSpec) -> list[PodInfo]:

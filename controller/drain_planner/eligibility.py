@@ -67,13 +67,14 @@ _REFUSED: Final = {
 
 
 def blocker(pod: PodInfo, member: Member, scope: Scope, pdbs: Sequence[PdbInfo],
-            tolerates: bool) -> Reason | None:
+            tolerates: bool, protected: frozenset[str] = names.PROTECTED_NAMESPACES
+            ) -> Reason | None:
     """Why this Pod of the scope's policy keeps its node; None when the policy's descheduler
     can evict it. Whatever the rendered descheduler config would not evict blocks.
     ``tolerates``: whether the Pod tolerates the drain taint. Run for every Pod: the text of
     a reason is built only once there is one."""
     d = scope.policy.descheduler
-    hold = eviction_hold(pod, member.kind, d.default_evictor)
+    hold = eviction_hold(pod, member.kind, d.default_evictor, protected)
     if hold is not None:
         return _hold_reason(pod, hold, member.kind)
     # The holds above are protection's other half: here only a toleration protects.
@@ -89,7 +90,8 @@ def blocker(pod: PodInfo, member: Member, scope: Scope, pdbs: Sequence[PdbInfo],
                       "API refuses a Pod under more than one")
     if refused is not None:
         return Reason(Code.PDB,
-                      f"pdb {refused.namespace}/{refused.name} allows 0 disruptions")
+                      f"PodDisruptionBudget {refused.namespace}/{refused.name} allows 0 "
+                      "disruptions")
     if refusal is not None:
         code, text = _REFUSED[refusal]
         return Reason(code, f"{who(pod)} {text}")

@@ -121,11 +121,14 @@ def reuse_or_choose(memo: DrainMemo | None, policies: Sequence[tuple[Policy, Lab
                     nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                     members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
                     now: datetime.datetime, drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
-                    paused: frozenset[str] = frozenset()
+                    paused: frozenset[str] = frozenset(),
+                    protected: frozenset[str] = names.PROTECTED_NAMESPACES
                     ) -> tuple[list[DrainPlan], DrainMemo | None]:
-    """``choose_drains``, or the last plans while nothing they read has changed."""
+    """``choose_drains``, or the last plans while nothing they read has changed (``protected``,
+    fixed by the install namespace, never does)."""
     key = inputs_key(policies, nodes, pods, members, pdbs, paused)
     if key is not None and memo is not None and memo.key == key and now - memo.at < REUSE:
         return list(memo.plans), memo
-    plans = choose_drains(policies, nodes, pods, members, pdbs, now, drain_timeout, paused)
+    plans = choose_drains(policies, nodes, pods, members, pdbs, now, drain_timeout, paused,
+                          protected)
     return plans, None if key is None else DrainMemo(key, now, tuple(plans))

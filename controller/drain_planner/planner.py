@@ -13,13 +13,17 @@ descheduler evicts that workload's Pods. So the plan is one for all policies:
 - Pods of no policy block, as do Pods a policy's rendered descheduler config would never
   evict; DaemonSet and mirror Pods never block; placeholders (priority at or below -10) must
   fit elsewhere but are never evicted (the autoscaler removes a node that runs only those);
+- a node is freed only while the evictions it costs are within the ``maxEvictionsToFreeNode``
+  of every policy judging it (``controller.drain_planner.gates``);
 - a drain starts only while every policy with Pods to move there may start one: its
   descheduler is enabled, it is not paused (``paused``), and fewer than its
   ``maxDrainingNodes`` of its nodes drain already.
 
-Candidates are tried the way the peers try them, fewest Pods and least requested first. The
-plans come back per policy, as status shows them: the nodes each policy takes part in
-draining, and the nodes its Pods are on that cannot be freed, with the real reason.
+Candidates are tried cheapest first, as Karpenter tries them: fewest evictions, then fewest
+Pods and least requested; so when ``maxDrainingNodes`` holds the drains back, the nodes that
+drain are the cheapest to free. The plans come back per policy, as status shows them: the
+nodes each policy takes part in draining, and the nodes its Pods are on that cannot be freed,
+with the real reason.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from compaction import names
 from compaction.descheduler_scope import DeschedulerScope
 from compaction.policy import DefaultEvictor, Policy, SchedulerMode
 from compaction.safety import Hold, eviction_hold, is_placeholder
@@ -44,6 +49,7 @@ from controller.drain_planner.drain_plan import (
     next_evictions,
 )
 from controller.drain_planner.eligibility import Scope, _hold_reason, blocker
+from controller.drain_planner.gates import gates
 from controller.drain_planner.reasons import Code, Reason
 from controller.drain_planner.sim_node import SimNode, largest_first, leaving, utilization
 from controller.drain_planner.simulated_cluster import Cluster
@@ -76,8 +82,12 @@ class _Site:
         """Nothing but DaemonSet and mirror Pods runs here."""
         return not (self.movable or self.riders or self.blockers)
 
+    def evictions(self) -> int:
+        """What freeing the node costs: its Pods to evict (placeholders move without one)."""
+        return sum(map(len, self.movable.values()))
+
     def size(self) -> int:
-        return sum(map(len, self.movable.values())) + len(self.riders)
+        return self.evictions() + len(self.riders)
 
 
 def _may_source(node: NodeInfo) -> bool:
@@ -110,10 +120,12 @@ def _scopes(policies: Sequence[tuple[Policy, LabelSelector]], cluster: Cluster
 
 def _site(node: SimNode, scopes: Mapping[str, Scope],
           members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
-          tolerant: dict[int, bool]) -> _Site:
+          tolerant: dict[int, bool], protected: frozenset[str]) -> _Site:
     """``tolerant``: whether a Pod's constraints tolerate the drain taint, by its identity, filled
     as they are met. The snapshot shares one Constraints among the Pods with the same
-    constraints, and every Pod outlives the plan (so no id is reused while it runs)."""
+    constraints, and every Pod outlives the plan (so no id is reused while it runs).
+    ``protected``: the namespaces whose Pods are never evicted (``names.protected_namespaces``
+    of the install namespace)."""
     site = _Site(node)
     for pod in node.pods:
         if pod.daemon or pod.mirror or pod.deleting:  # a Terminating Pod leaves by itself
@@ -125,7 +137,7 @@ def _site(node: SimNode, scopes: Mapping[str, Scope],
         scope = scopes.get(member.policy) if member and member.policy else None
         if scope is None:
             hold = eviction_hold(pod, member.kind if member else None,
-                                 DefaultEvictor())
+                                 DefaultEvictor(), protected)
             site.blockers.append(
                 _hold_reason(pod, hold, None) if hold in (Hold.PROTECTED_NAMESPACE,
                                                           Hold.BARE_POD) else
@@ -136,7 +148,7 @@ def _site(node: SimNode, scopes: Mapping[str, Scope],
         tolerates = tolerant.get(id(pod.constraints))
         if tolerates is None:
             tolerates = tolerant[id(pod.constraints)] = tolerates_drain(pod.constraints.tolerations)
-        reason = blocker(pod, member, scope, pdbs, tolerates)
+        reason = blocker(pod, member, scope, pdbs, tolerates, protected)
         # Scopes are keyed by policy id: the member's policy is its scope's id.
         site.stakeholders.add(member.policy)
         if reason is not None:
@@ -160,33 +172,6 @@ def _governing_ids(site: _Site, scopes: Mapping[str, Scope]) -> list[str]:
     return sorted(p for p, s in scopes.items() if site.name in s.nodes)
 
 
-def _gates(site: _Site, governing: Sequence[Scope]) -> list[Reason]:
-    """Why a node is no candidate at all, whatever its Pods."""
-    info = site.node.info
-    reasons = []
-    if not info.ready or info.unschedulable:
-        reasons.append(Reason(Code.NOT_READY, "node is not ready or is cordoned"))
-    if leaving(info):
-        reasons.append(Reason(Code.LEAVING, "node is being removed by an autoscaler"))
-    u = utilization(site.node)
-    for scope in governing:
-        prefix = f"policy {scope.policy.id}: " if len(governing) > 1 else ""
-        hnu = scope.policy.descheduler.high_node_utilization
-        if site.name not in scope.nodes:
-            reasons.append(Reason(Code.OUTSIDE_POOL,
-                                  f"{prefix}node is outside the policy's node pool"))
-        elif not is_underutilized(u, hnu.thresholds):
-            t = hnu.thresholds
-            reasons.append(Reason(Code.ABOVE_THRESHOLDS, (
-                f"{prefix}above the thresholds (cpu {u.cpu:.0f}%/{t.cpu:g}%, memory "
-                f"{u.memory:.0f}%/{t.memory:g}%, pods {u.pods:.0f}%/{t.pods:g}%)")))
-        elif not scope.gate[0]:
-            reasons.append(Reason(Code.NUMBER_OF_NODES, (
-                f"{prefix}only {scope.gate[1]} underutilized nodes; numberOfNodes is "
-                f"{hnu.number_of_nodes}")))
-    return reasons
-
-
 def _passengers(site: _Site, scopes: Mapping[str, Scope], governing: Sequence[Scope]
                 ) -> tuple[list[tuple[PodInfo, LabelSelector]], set[tuple[str, str]]]:
     """Every Pod that must leave the node, with the pool it may go to: its policy's; for a
@@ -205,10 +190,13 @@ def _move(cluster: Cluster, site: _Site, scopes: Mapping[str, Scope],
     return cluster.move(passengers, site.name, unread)
 
 
-def _order(site: _Site) -> tuple[int, float, str]:
-    """Fewest Pods, then least requested, then name: the order peers try nodes in."""
+def _order(site: _Site) -> tuple[bool, int, int, float, str]:
+    """Fewest evictions, then fewest Pods, least requested, name: the cheapest first. A node
+    only placeholders hold comes last: it needs no drain (an autoscaler removes it), and its
+    placeholders must take no room a drain needs."""
     u = utilization(site.node)
-    return (site.size(), u.cpu + u.memory, site.name)
+    cost = site.evictions()
+    return (not (cost or site.blockers), cost, site.size(), u.cpu + u.memory, site.name)
 
 
 @dataclass
@@ -226,16 +214,18 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
                   pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
                   pdbs: Sequence[PdbInfo], now: datetime.datetime,
                   drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
-                  paused: frozenset[str] = frozenset()) -> list[DrainPlan]:
+                  paused: frozenset[str] = frozenset(),
+                  protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> list[DrainPlan]:
     """One plan for the whole cluster, returned per policy in name order. ``paused``: the
-    policies that may start no drain now (the drains under way go on). Made again, a few times
-    at most, while a node it frees later would draw a Pod of a drain it starts now
+    policies that may start no drain now (the drains under way go on); ``protected``: the
+    namespaces whose Pods always block (kube-system and the install namespace). Made again, a
+    few times at most, while a node it frees later would draw a Pod of a drain it starts now
     (``attraction``): that node stays for now."""
     nodes, pods = list(nodes), list(pods)
     held: dict[str, Reason] = {}
     for _ in range(MAX_REPLANS):
         plans, more = _choose(policies, nodes, pods, members, pdbs, now, drain_timeout,
-                              paused, held)
+                              paused, protected, held)
         if not more:
             break
         held |= more
@@ -246,14 +236,15 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
             pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
             pdbs: Sequence[PdbInfo], now: datetime.datetime,
             drain_timeout: datetime.timedelta, paused: frozenset[str],
-            held: Mapping[str, Reason]) -> tuple[list[DrainPlan], dict[str, Reason]]:
+            protected: frozenset[str], held: Mapping[str, Reason]
+            ) -> tuple[list[DrainPlan], dict[str, Reason]]:
     """The plan, ``held`` kept for their reasons; the nodes it frees later that would draw a
     Pod of the drains it starts now."""
     cluster = Cluster(nodes, pods)
     scopes = _scopes(policies, cluster)
     considered = set().union(*(s.nodes for s in scopes.values())) if scopes else set()
     tolerant: dict[int, bool] = {}
-    sites = {name: _site(cluster.nodes[name], scopes, members, pdbs, tolerant)
+    sites = {name: _site(cluster.nodes[name], scopes, members, pdbs, tolerant, protected)
              for name in sorted(considered)}
     tainted = {n.info.name: t for n in cluster.nodes.values()
                if (t := drain_owner(n.info)) is not None}
@@ -268,7 +259,8 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
 
     # The drains under way come first: kept while the plan holds.
     for name, taint in sorted(tainted.items()):
-        site = sites.get(name) or _site(cluster.nodes[name], scopes, members, pdbs, tolerant)
+        site = sites.get(name) or _site(cluster.nodes[name], scopes, members, pdbs, tolerant,
+                                        protected)
         sites[name] = site
         governing = _governing(site, scopes)
         if not site.movable:
@@ -308,7 +300,7 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
                 Code.DESTINATION, "takes Pods of the nodes planned to drain first")]
             continue
         governing = _governing(site, scopes)
-        reasons = site.blockers + _gates(site, governing)
+        reasons = site.blockers + gates(site.node, governing, site.evictions())
         if site.name in held:
             reasons.append(held[site.name])
         if not reasons:
@@ -366,17 +358,16 @@ def _per_policy(scopes: Mapping[str, Scope], sites: Mapping[str, _Site],
     # Each policy's moves are listed in the order they were planned.
     position = {key: i for i, key in enumerate(cluster.moves)}
     # The verdicts of the nodes each policy is listed on, in name order, gathered in one pass
-    # over the nodes; policies listed on a node show the same verdict but for their stake.
+    # over the nodes; policies listed on a node show the same verdict but for whether their
+    # Pods run there.
     abandoned: dict[str, list[Unremovable]] = {pid: [] for pid in scopes}
-    for n, r in sorted(out.abandoned.items()):
-        verdict = Unremovable(n, (r,))
-        for pid in listed.get(n, ()):
-            abandoned[pid].append(verdict)
     unremovable: dict[str, list[Unremovable]] = {pid: [] for pid in scopes}
-    for n, rs in sorted(out.unremovable.items()):
-        staked, other = Unremovable(n, tuple(rs), True), Unremovable(n, tuple(rs), False)
-        for pid in listed.get(n, ()):
-            unremovable[pid].append(staked if pid in sites[n].movable else other)
+    for verdicts, found in ((abandoned, {n: (r,) for n, r in out.abandoned.items()}),
+                            (unremovable, out.unremovable)):
+        for n, rs in sorted(found.items()):
+            held, other = Unremovable(n, tuple(rs), True), Unremovable(n, tuple(rs), False)
+            for pid in listed.get(n, ()):
+                verdicts[pid].append(held if pid in sites[n].stakeholders else other)
     turns = {n: _turn(sites[n]) for n in out.draining}
     plans = []
     for pid, scope in sorted(scopes.items(), key=lambda kv: kv[1].policy.name):
@@ -396,5 +387,6 @@ def _per_policy(scopes: Mapping[str, Scope], sites: Mapping[str, _Site],
             {n: next_evictions(turns[n][1], scope.policy.descheduler)
              if turns[n][0] == pid else () for n in draining},
             {k: cluster.moves[k] for k in sorted(moved & position.keys(),
-                                                 key=position.__getitem__)}))
+                                                 key=position.__getitem__)},
+            {n: sites[n].evictions() for n in freeable}))
     return plans

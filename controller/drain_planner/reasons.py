@@ -41,6 +41,7 @@ class Code(StrEnum):
     OUTSIDE_POOL = "outside_pool"
     ABOVE_THRESHOLDS = "above_thresholds"
     NUMBER_OF_NODES = "number_of_nodes"
+    EVICTION_COST = "eviction_cost"
     DESTINATION = "destination"
     DOES_NOT_FIT = "does_not_fit"
     UNCERTAIN_DESTINATION = "uncertain_destination"
@@ -54,8 +55,8 @@ class Code(StrEnum):
 
 # What each code means for a group of nodes (a reason's own text names one Pod or node).
 CAUSES: Final[Mapping[Code, str]] = {
-    Code.PROTECTED_NAMESPACE:
-        f"pod in a protected namespace ({', '.join(sorted(names.PROTECTED_NAMESPACES))})",
+    # Compactor's own namespace is the one it runs in (compaction.names.protected_namespaces).
+    Code.PROTECTED_NAMESPACE: "pod in a protected namespace (kube-system or Compactor's own)",
     Code.MIRROR: "mirror Pod",
     Code.PLACEHOLDER: f"placeholder Pod (priority {names.PLACEHOLDER_PRIORITY} or lower)",
     Code.BARE_POD: "pod without a controller",
@@ -78,6 +79,7 @@ CAUSES: Final[Mapping[Code, str]] = {
     Code.OUTSIDE_POOL: "node outside the policy's node pool",
     Code.ABOVE_THRESHOLDS: "node above the policy's utilization thresholds",
     Code.NUMBER_OF_NODES: "too few underutilized nodes for numberOfNodes",
+    Code.EVICTION_COST: "node whose freeing costs more evictions than maxEvictionsToFreeNode",
     Code.DESTINATION: "node taking Pods of the nodes freed first",
     Code.DOES_NOT_FIT: "pod that fits on no other node",
     Code.ATTRACTED: "pod the scheduler would put on a node the plan counts as free",

@@ -199,6 +199,10 @@ class Informers:
         """Objects held for reads."""
         return sum(len(self.by_path[p]) for p, s in self.sources.items() if s.parse)
 
+    def unsettled(self) -> list[str]:
+        """The caches that have neither listed once nor found their kind not served."""
+        return [p for p, i in self.by_path.items() if not i.settled]
+
     def unserved(self, path: str) -> bool:
         """The cache of ``path`` found its kind not installed (it looks again later)."""
         informer = self.by_path.get(path)

@@ -109,6 +109,15 @@ class RecordEvent:
     namespace: str
     body: Mapping[str, Any]
     key: str = ""  # set: an event the executor remembers, so that it repeats at most hourly
+    # Set: the name of the Event this one says again (same object, reason and message): the
+    # executor moves that Event's count and lastTimestamp (``again``), as client-go's recorder
+    # does, and creates ``body`` only if it is gone.
+    repeats: str = ""
+
+    @property
+    def again(self) -> dict[str, Any]:
+        """The merge patch that says a repeated Event once more."""
+        return {"count": self.body.get("count"), "lastTimestamp": self.body.get("lastTimestamp")}
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,8 @@ _HOOK_TEXT: Final = {
 
 
 def skip_reason(pod: PodInfo, policy: Policy, node_labels: Mapping[str, str] | None,
-                node_selector: LabelSelector, kind: WorkloadType) -> str | None:
+                node_selector: LabelSelector, kind: WorkloadType,
+                protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> str | None:
     """Why the runtime hook must not replace this Pod of a ``kind`` workload; None when it may.
 
     The eviction rule of ``compaction.safety`` (the planner's and the descheduler's too), and
@@ -83,7 +84,7 @@ def skip_reason(pod: PodInfo, policy: Policy, node_labels: Mapping[str, str] | N
         return "unscheduled"
     if pod.phase != "Running":
         return "not running"
-    hold = eviction_hold(pod, kind, policy.descheduler.default_evictor)
+    hold = eviction_hold(pod, kind, policy.descheduler.default_evictor, protected)
     if hold is Hold.KIND_NOT_EVICTED:
         return f"{kind.value} pods are not evicted"
     if hold is not None:
@@ -95,12 +96,12 @@ def skip_reason(pod: PodInfo, policy: Policy, node_labels: Mapping[str, str] | N
 
 def awaits_replacement(pod: PodInfo, intent: Intent, policy: Policy,
                        node_labels: Mapping[str, str] | None, node_selector: LabelSelector,
-                       kind: WorkloadType, exempt: frozenset[str] = names.EXEMPT_SCHEDULERS
-                       ) -> bool:
+                       kind: WorkloadType, exempt: frozenset[str] = names.EXEMPT_SCHEDULERS,
+                       protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> bool:
     """A Running Pod the runtime hook would replace: admitted without the intent, and no
     skip rule holds for it."""
     return pod.phase == "Running" and not is_compliant(pod, intent, exempt) and skip_reason(
-        pod, policy, node_labels, node_selector, kind) is None
+        pod, policy, node_labels, node_selector, kind, protected) is None
 
 
 @dataclass(frozen=True)

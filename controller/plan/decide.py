@@ -34,6 +34,7 @@ from controller.plan.draft import Draft
 from controller.plan.forecast import eventually, with_replacements
 from controller.plan.landings import Mark, follow
 from controller.plan.membership import Membership, label_pods, memberships
+from controller.plan.node_notices import notices
 from controller.plan.own_objects import (
     apply_deschedulers,
     apply_scheduler,
@@ -98,7 +99,7 @@ def _decide(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     decided = label_workloads(snapshot.workloads, active, evaluation, composed, up, out)
     index = OwnerIndex.build(snapshot.owners)
     clean_stale_copies(index, decided, composed, up, out)
-    members = memberships(snapshot.pods, index, decided)
+    members = memberships(snapshot.pods, index, decided, settings.protected_namespaces)
     blocking = resources.blocked_events(snapshot.workloads, composed, memory, now)
     out.actions.extend(blocking.events)
     observed = label_values(snapshot.nodes)
@@ -111,7 +112,7 @@ def _decide(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     readmission = Readmission(snapshot.nodes, snapshot.pods)
     paused = frozenset(waiting | converging(snapshot.pods, members, pools, node_labels,
                                             settings.exempt_schedulers, up, snapshot.pdbs,
-                                            readmission))
+                                            settings.protected_namespaces, readmission))
     return _Decided(active, evaluation, health, composed, decided, members, blocking.newly,
                     observed, pools, node_labels, waiting, paused, readmission)
 
@@ -124,7 +125,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     d = _decide(snapshot, settings, now, memory, out)
     drains, memo = drain_memo.reuse_or_choose(
         memory.drains, d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
-        snapshot.pdbs, now, settings.drain_timeout, d.paused)
+        snapshot.pdbs, now, settings.drain_timeout, d.paused, settings.protected_namespaces)
     # A drain under way pauses while its Pods' scheduler cannot schedule: the taint stays, and
     # no Pod keeps the mark its descheduler evicts by (an evictee would wait for the scheduler).
     draining = {key: (p.policy, p.moves.get(key, "")) for p in drains
@@ -135,13 +136,14 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
                               _marks(draining, d.members, snapshot, drains), now)
     run_hook(d.workloads, d.members, d.node_labels, d.pools, snapshot.pods,
              settings.intent_grace, settings.exempt_schedulers, memory, now, d.waiting, out,
-             d.readmission, _freeable(drains))
+             settings.protected_namespaces, d.readmission, _freeable(drains))
     stranded = scheduler_routing.stranded(
         snapshot.pods, d.members, d.health, now, settings.scheduler_down_after,
         settings.intent_grace, settings.stranded_after)
     out.actions += stranded
-    out.actions += taint_actions(snapshot.nodes, drains, {p.id: p for p in d.active}, memory,
-                                 now)
+    out.actions += taint_actions(snapshot.nodes, drains, {p.id: p for p in d.active}, now)
+    # After the taints' Events: what a node is told last is why it stays.
+    out.actions += notices(snapshot.nodes, drains, snapshot.node_events, now)
     apply_scheduler(d.active, snapshot, settings, memory, now, out)
     sizes = apply_deschedulers(d.active, d.pools, d.observed, out.managed, snapshot, settings,
                                memory, out)
@@ -185,13 +187,14 @@ def drain_plans(snapshot: Snapshot, settings: PlanSettings,
 
     def choose(pods: Sequence[PodInfo], paused: frozenset[str] = d.waiting) -> list[DrainPlan]:
         return choose_drains(d.drain_policies, snapshot.nodes, pods, d.member_of,
-                             snapshot.pdbs, now, settings.drain_timeout, paused)
+                             snapshot.pdbs, now, settings.drain_timeout, paused,
+                             settings.protected_namespaces)
 
     if not d.paused - d.waiting:
         return eventually(choose, snapshot.pods)
     pods = replay(snapshot.pods, d.members, d.pools, d.node_labels, settings.exempt_schedulers,
                   d.health.routes, snapshot.pdbs, d.readmission,
-                  _freeable(choose(snapshot.pods, d.paused)))
+                  _freeable(choose(snapshot.pods, d.paused)), settings.protected_namespaces)
     return with_replacements(snapshot.pods, pods, eventually(choose, pods), {
         key: m.policy.id for key, m in d.members.items() if m.policy is not None})
 

@@ -9,6 +9,7 @@ node more.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Final
@@ -30,12 +31,13 @@ def _merged(first: DrainPlan, later: Sequence[DrainPlan]) -> DrainPlan:
     """One policy's plans in turn as one: what each frees, in order, and where each moves a
     Pod; why the rest stay, as the last says; what starts now, as the first does."""
     freeable = list(first.freeable)
-    moves = dict(first.moves)
+    moves, costs = dict(first.moves), dict(first.costs)
     for plan in later:
         freeable += [n for n in plan.freeable if n not in freeable]
         moves.update(plan.moves)
+        costs = {**plan.costs, **costs}  # a node's cost as the plan that first frees it says
     last = later[-1] if later else first
-    return replace(first, freeable=tuple(freeable), moves=moves,
+    return replace(first, freeable=tuple(freeable), moves=moves, costs=costs,
                    unremovable=tuple(u for u in last.unremovable if u.node not in freeable))
 
 
@@ -75,9 +77,11 @@ def with_replacements(before: Sequence[PodInfo], after: Sequence[PodInfo],
     out = []
     for plan in plans:
         mine = {key: node for key, node in moved.items() if policy_of.get(key) == plan.policy}
-        left = {b.node_name for b in before if b.key in mine}
+        left = Counter(b.node_name for b in before if b.key in mine)
         nodes = [n for n in emptied if n in left]
         out.append(replace(plan, freeable=(*nodes, *plan.freeable),
                            nodes_in_use=tuple(sorted({*plan.nodes_in_use, *nodes})),
-                           moves={**mine, **plan.moves}))
+                           moves={**mine, **plan.moves},
+                           # each replacement is an eviction of the runtime hook's
+                           costs={**{n: left[n] for n in nodes}, **plan.costs}))
     return tuple(out)

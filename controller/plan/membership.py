@@ -38,12 +38,15 @@ class Membership:
 
 
 def memberships(pods: Iterable[PodInfo], index: OwnerIndex,
-                decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]]
+                decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
+                protected: frozenset[str] = names.PROTECTED_NAMESPACES
                 ) -> dict[tuple[str, str], Membership]:
+    """Each Pod's workload and effective policy; none for a Pod in a ``protected`` namespace
+    (``names.protected_namespaces``) or one that is leaving."""
     out: dict[tuple[str, str], Membership] = {}
     by_owner: dict[tuple[str, tuple[str, str] | None], Membership | None] = {}
     for pod in pods:
-        if pod.namespace in names.PROTECTED_NAMESPACES or pod.deleting:
+        if pod.namespace in protected or pod.deleting:
             continue
         owner = (pod.namespace, pod.owner)  # a workload's Pods share their owner: look up once
         if owner not in by_owner:

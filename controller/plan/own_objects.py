@@ -119,7 +119,7 @@ def apply_deschedulers(active: list[Policy], pools: Mapping[str, LabelSelector],
         name = names.descheduler_name(policy.id)
         pool = pools[policy.id]
         sizes[policy.id] = sum(1 for n in snapshot.nodes if pool.matches(n.labels))
-        doc = descheduler.render_descheduler_policy(policy, observed)
+        doc = descheduler.render_descheduler_policy(policy, observed, ns)
         idle = managed.get(policy.id, 0) == 0 or sizes[policy.id] == 0
         for kind, body in (
                 ("ConfigMap", descheduler.descheduler_configmap(policy, doc, ns)),

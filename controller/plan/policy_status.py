@@ -36,6 +36,9 @@ def _plan_status(d: DrainPlan, landed: Mapping[Outcome, int]) -> dict[str, Any]:
     return {"landings": {_LANDING_KEYS[o]: n for o, n in landed.items()},
             "nodesInUse": len(d.nodes_in_use), "freeable": len(d.freeable),
             "draining": len(d.draining), "freeableNodes": list(d.freeable),
+            # A list, not a map: a merge patch replaces a list, and never drops a map's keys.
+            "evictionsToFree": [{"node": n, "evictions": d.costs[n]} for n in d.freeable
+                                if n in d.costs],
             "drainingNodes": list(d.draining),
             "unremovable": [{"node": u.node, "reasons": [r.text for r in u.reasons]}
                             for u in (*d.abandoned, *d.unremovable)][:50]}

@@ -88,6 +88,7 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
            memory: Memory, now: datetime.datetime,
            intent_grace: datetime.timedelta = INTENT_GRACE,
            exempt: frozenset[str] = names.EXEMPT_SCHEDULERS,
+           protected: frozenset[str] = names.PROTECTED_NAMESPACES,
            readmission: Readmission | None = None,
            first: frozenset[str] = frozenset()) -> HookDecision:
     """One decision for one workload under its policy. ``readmission``: where replacements
@@ -138,7 +139,7 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
     candidates, skipped = [], 0
     for pod in noncompliant:
         if skip_reason(pod, policy, nodes.get(pod.node_name), node_selector,
-                       workload.view.kind) is None:
+                       workload.view.kind, protected) is None:
             candidates.append(pod)
         else:
             skipped += 1
@@ -161,7 +162,8 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
 
 def awaiting(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
              pools: Mapping[str, LabelSelector], node_labels: Mapping[str, Mapping[str, str]],
-             exempt: frozenset[str], up: bool, pdbs: Sequence[PdbInfo] = ()
+             exempt: frozenset[str], up: bool, pdbs: Sequence[PdbInfo] = (),
+             protected: frozenset[str] = names.PROTECTED_NAMESPACES
              ) -> Iterator[tuple[PodInfo, Membership]]:
     """The Pods the runtime hook would replace, by its own rule, with their membership: one
     it never replaces (a DaemonSet's, local storage, outside the pool...) is not among them.
@@ -181,7 +183,7 @@ def awaiting(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membersh
         intent = intents[which]
         if intent is not None and awaits_replacement(
                 pod, intent, m.policy, node_labels.get(pod.node_name), pools[m.policy.id],
-                m.workload.view.kind, exempt):
+                m.workload.view.kind, exempt, protected):
             yield pod, m
 
 
@@ -189,6 +191,7 @@ def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
                pools: Mapping[str, LabelSelector],
                node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
                up: bool, pdbs: Sequence[PdbInfo] = (),
+               protected: frozenset[str] = names.PROTECTED_NAMESPACES,
                readmission: Readmission | None = None) -> set[str]:
     """Policies whose runtime hook still has Pods to replace (``awaiting``): it starts no new
     drain meanwhile (the drains under way go on), since the hook's replacements and a drain's
@@ -196,7 +199,7 @@ def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
     the node it left. A Pod whose replacement would come back to its node (``readmission``)
     is left alone and holds nothing."""
     out: set[str] = set()
-    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs):
+    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected):
         assert m.policy is not None
         if m.policy.id not in out and (readmission is None or not readmission.comes_back(pod)):
             out.add(m.policy.id)
@@ -206,13 +209,14 @@ def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
 def replay(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership],
            pools: Mapping[str, LabelSelector], node_labels: Mapping[str, Mapping[str, str]],
            exempt: frozenset[str], up: bool, pdbs: Sequence[PdbInfo],
-           readmission: Readmission, first: frozenset[str]) -> list[PodInfo]:
+           readmission: Readmission, first: frozenset[str],
+           protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> list[PodInfo]:
     """``pods`` once the runtime hook has replaced all it would, each replacement where the
     compaction scheduler puts it: for the preview. The controller replaces one Pod per
     workload at a time, every workload at once: here a round takes each workload's next in
     turn, the Pods of ``first`` (the nodes the plan would free) first, as ``decide`` does."""
     queues: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
-    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs):
+    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected):
         queues[m.workload.key].append(pod)
     for queue in queues.values():
         queue.sort(key=lambda p: (p.node_name not in first, p.name), reverse=True)  # popped
@@ -238,6 +242,7 @@ def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
              intent_grace: datetime.timedelta, exempt: frozenset[str], memory: Memory,
              now: datetime.datetime,
              waiting: frozenset[str], out: Draft,
+             protected: frozenset[str] = names.PROTECTED_NAMESPACES,
              readmission: Readmission | None = None,
              first: frozenset[str] = frozenset()) -> None:
     """``waiting``: policies whose scheduler cannot schedule; their hook replaces nothing
@@ -258,7 +263,7 @@ def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
             continue
         decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
                                        pools[policy.id], memory, now, intent_grace, exempt,
-                                       readmission, first)
+                                       protected, readmission, first)
         out.actions += decision.actions
         out.suppressed += decision.suppressed
         out.suppressions += decision.newly_suppressed

@@ -28,3 +28,8 @@ class PlanSettings:
     scheduler_down_after: datetime.timedelta = DOWN_AFTER
     scheduler_recovery: datetime.timedelta = RECOVERY
     stranded_after: datetime.timedelta = STRANDED_AFTER
+
+    @property
+    def protected_namespaces(self) -> frozenset[str]:
+        """kube-system and the install namespace: no Pod there is patched or evicted."""
+        return names.protected_namespaces(self.namespace)

@@ -18,15 +18,14 @@ from compaction.policy import Policy
 from controller.drain_planner.drain_plan import DrainPlan
 from controller.drain_planner.taint import drain_owner, drain_taint, taint_patch
 from controller.plan.actions import Action, Patch, Target
-from controller.plan.between_passes import Memory
 from controller.plan.events import cluster_event, namespaced_event
 from controller.snapshot.node import NodeInfo
 
 
 def taint_actions(nodes: Iterable[NodeInfo], drains: Iterable[DrainPlan],
-                  policies: Mapping[str, Policy], memory: Memory, now: datetime.datetime
-                  ) -> list[Action]:
-    """The taint patches and Events of one pass. ``policies``: the active ones, by id."""
+                  policies: Mapping[str, Policy], now: datetime.datetime) -> list[Action]:
+    """The taint patches and Events of one pass. ``policies``: the active ones, by id. (Why
+    a node stays is told by ``controller.plan.node_notices``.)"""
     nodes = list(nodes)
     uids = {n.name: n.uid for n in nodes}
     actions: list[Action] = []
@@ -44,15 +43,6 @@ def taint_actions(nodes: Iterable[NodeInfo], drains: Iterable[DrainPlan],
         for u in d.abandoned:
             events[u.node] += _node_and_policy(policy, u.node, uids, "NodeNotConsolidatable",
                                                f"drain stopped: {u.reasons[0].text}", "Warning")
-        for u in d.unremovable:
-            if not u.stake:
-                continue
-            key = f"{d.policy}/{u.node}/{u.reasons[0].code}"
-            if memory.recently(key, now):
-                continue
-            text = "; ".join(r.text for r in u.reasons[:3])
-            actions += _node_and_policy(policy, u.node, uids, "NodeNotConsolidatable", text,
-                                        "Warning", key)
     for node in nodes:
         current = drain_owner(node)
         taking = sorted(takers.get(node.name, ()), key=lambda p: p.id)
@@ -74,11 +64,9 @@ def taint_actions(nodes: Iterable[NodeInfo], drains: Iterable[DrainPlan],
 
 
 def _node_and_policy(policy: Policy, node: str, uids: Mapping[str, str], reason: str,
-                     message: str, kind: Literal["Normal", "Warning"] = "Normal",
-                     key: str = "") -> list[Action]:
-    about_policy = f"node {node}: {message}"
-    policy_key = f"{key}/policy" if key else ""
+                     message: str, kind: Literal["Normal", "Warning"] = "Normal"
+                     ) -> list[Action]:
     return [cluster_event("Node", node, uids.get(node, ""), reason,
-                          f"policy {policy.key}: {message}", kind, key),
+                          f"policy {policy.key}: {message}", kind),
             namespaced_event(policy.kind, policy.namespace, policy.name, policy.uid, reason,
-                             about_policy, kind, policy_key)]
+                             f"node {node}: {message}", kind)]

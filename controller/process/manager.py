@@ -10,12 +10,11 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
-from prometheus_client import start_http_server
-
 from certs.manager import CertManager
 from controller.act.metrics import ControllerMetrics
 from controller.kubeapi.client import Api, ApiError
 from controller.kubeapi.informer import Informers, sleep_or_stop
+from controller.process.health import Heartbeat, Probes, serve
 from controller.process.lease import LeaderElector
 from controller.process.reconciler import Reconciler
 from controller.process.settings import ControllerSettings, SettingsError, load
@@ -30,8 +29,11 @@ SYNC_TIMEOUT_SECONDS = 60.0
 
 class Manager:
     def __init__(self, api: Api, settings: ControllerSettings, reconciler: Reconciler,
-                 informers: Informers | None = None) -> None:
+                 informers: Informers | None = None,
+                 heartbeat: Heartbeat | None = None) -> None:
         self.api, self.settings, self.reconciler = api, settings, reconciler
+        # Beaten each time the loop comes round, leader or not: /livez reads it.
+        self.heartbeat = heartbeat or Heartbeat()
         self.elector = LeaderElector(api, settings.namespace, "compactor-controller",
                                      settings.identity, settings.lease_seconds)
         self.wake = asyncio.Event()
@@ -44,8 +46,16 @@ class Manager:
                   on_pass: Callable[[], Awaitable[None]] | None = None) -> None:
         watchers = [asyncio.create_task(self.informers.run(stop))]
         last = 0.0
+        fault = self.settings.fault_stall_after_seconds
+        stall_at = None if fault is None else time.monotonic() + fault
         try:
             while not stop.is_set():
+                self.heartbeat.beat()
+                if stall_at is not None and time.monotonic() >= stall_at:
+                    log.warning("COMPACTOR_CONTROLLER_FAULT_STALL_AFTER_SECONDS: the pass loop "
+                                "stops here, as a hung one would")
+                    await stop.wait()
+                    break
                 deferred = False
                 leading = await self.elector.step()
                 self.reconciler.metrics.leader.set(1.0 if leading else 0.0)
@@ -103,9 +113,6 @@ class Manager:
 
 async def _main(settings: ControllerSettings) -> None:
     metrics = ControllerMetrics()
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port, settings.metrics_address,
-                          registry=metrics.registry)
     api = await Api.connect(settings.kubeconfig)
     metrics.api_requests.set_function(lambda: float(api.requests))
     metrics.api_watches.set_function(lambda: float(api.watches))
@@ -118,10 +125,14 @@ async def _main(settings: ControllerSettings) -> None:
     try:
         informers = Informers(api, sources(settings.namespace))
         metrics.informed_objects.set_function(lambda: float(informers.objects()))
+        heartbeat = Heartbeat()
+        if settings.metrics_port:
+            serve(settings.metrics_port, settings.metrics_address, metrics.registry,
+                  Probes(heartbeat, settings.stalled_after_seconds, informers.unsettled))
         reconciler = Reconciler(api, settings.plan, metrics=metrics, informers=informers,
                                 patch_concurrency=settings.patch_concurrency,
                                 pass_budget=settings.pass_budget_seconds)
-        await Manager(api, settings, reconciler, informers).run(stop)
+        await Manager(api, settings, reconciler, informers, heartbeat).run(stop)
     finally:
         await api.close()
 

@@ -29,6 +29,8 @@ from controller.components.pod_settings import (
     SCHEDULER_REPOSITORY,
     PodRuntime,
     RuntimeSettings,
+    is_digest,
+    pinned,
     restricted_security_context,
     scheduler_image,
 )
@@ -37,6 +39,12 @@ from controller.plan.settings import PlanSettings
 # A pass starts no Pod patch after this long from its start; the next pass, at once, goes on
 # with the rest (so that no pass runs much past it, whatever the number of Pods).
 PASS_BUDGET_SECONDS: Final = 4.0
+# The pass loop not come round for this long fails /livez. One round is at most a wait for the
+# caches (60 s, a new leader's first pass) and a pass (at 5,000 nodes and 150,500 Pods: 3.7 s
+# in-process, 16 s to list and plan everything; docs/benchmarks.md): well above both.
+STALLED_AFTER_SECONDS: Final = 300.0
+# An idle loop waits a third of its 15 s lease, then its 1 s debounce: no bound may be below it.
+IDLE_ROUND_SECONDS: Final = 10.0
 _PULL_POLICIES: Final = frozenset({"Always", "IfNotPresent", "Never"})
 _CERT_MODES: Final = frozenset({"self", "cert-manager", "off"})
 
@@ -64,6 +72,10 @@ class ControllerSettings:
     certs: CertSettings | None = None
     patch_concurrency: int = PATCH_CONCURRENCY  # metadata patches in flight at once
     pass_budget_seconds: float = PASS_BUDGET_SECONDS  # then Pod patches wait for the next pass
+    stalled_after_seconds: float = STALLED_AFTER_SECONDS  # the loop this late fails /livez
+    # A fault for tests of the liveness probe: the loop stops coming round this long after the
+    # start, as a hung one would. None: never.
+    fault_stall_after_seconds: float | None = None
 
     @property
     def runtime(self) -> RuntimeSettings:
@@ -97,6 +109,33 @@ class _Env:
             self.problems.append(f"{name} must be positive, not {raw!r}")
             return default
         return value
+
+    def at_least(self, name: str, default: float, least: float, why: str) -> float:
+        value = self.number(name, default)
+        if value < least:
+            self.problems.append(f"{name} must be at least {least:g} ({why}), not "
+                                 f"{self.env.get(name)!r}")
+            return default
+        return value
+
+    def digest(self, name: str) -> str | None:
+        """An image digest (sha256:<64 hex>), or None when unset."""
+        raw = self.env.get(name) or None
+        if raw is not None and not is_digest(raw):
+            self.problems.append(f"{name} must be sha256: and 64 lowercase hex digits, not "
+                                 f"{raw!r}")
+            return None
+        return raw
+
+    def optional_seconds(self, name: str) -> float | None:
+        """Seconds from 0 up, or None when unset."""
+        raw = self.env.get(name)
+        if raw is None or raw == "":
+            return None
+        value = self.number(name, 0.0, positive=False)
+        if value < 0:
+            self.problems.append(f"{name} must be 0 or more, not {raw!r}")
+        return max(value, 0.0)
 
     def count(self, name: str, default: int, most: int) -> int:
         raw = self.env.get(name)
@@ -176,10 +215,16 @@ def _pod_runtime(e: _Env, prefix: str, image: str, openshift: bool) -> PodRuntim
 
 def _runtime(e: _Env) -> RuntimeSettings:
     openshift = e.flag("COMPACTION_OPENSHIFT", False)
-    desched = _pod_runtime(e, "COMPACTION_DESCHEDULER_",
-                           e.text("COMPACTION_DESCHEDULER_IMAGE", DESCHEDULER_IMAGE), openshift)
+    desched_image = e.text("COMPACTION_DESCHEDULER_IMAGE", DESCHEDULER_IMAGE)
+    desched_digest = e.digest("COMPACTION_DESCHEDULER_IMAGE_DIGEST")
+    if desched_digest and "@" in desched_image:
+        e.problems.append("COMPACTION_DESCHEDULER_IMAGE has a digest already: set it there or "
+                          "in COMPACTION_DESCHEDULER_IMAGE_DIGEST, not both")
+    elif desched_digest:
+        desched_image = pinned(desched_image, desched_digest)
+    desched = _pod_runtime(e, "COMPACTION_DESCHEDULER_", desched_image, openshift)
     tag = e.text("COMPACTION_SCHEDULER_IMAGE_TAG", "") or None
-    digest = e.text("COMPACTION_SCHEDULER_IMAGE_DIGEST", "") or None
+    digest = e.digest("COMPACTION_SCHEDULER_IMAGE_DIGEST")
     if tag and digest:
         e.problems.append("set COMPACTION_SCHEDULER_IMAGE_TAG or _DIGEST, not both")
         digest = None
@@ -253,6 +298,11 @@ def load(env: Mapping[str, str] = os.environ) -> ControllerSettings:
                                   64),
         pass_budget_seconds=e.number("COMPACTOR_CONTROLLER_PASS_BUDGET_SECONDS",
                                      PASS_BUDGET_SECONDS),
+        stalled_after_seconds=e.at_least("COMPACTOR_CONTROLLER_STALLED_AFTER_SECONDS",
+                                         STALLED_AFTER_SECONDS, IDLE_ROUND_SECONDS,
+                                         "an idle loop comes round every 6 s"),
+        fault_stall_after_seconds=e.optional_seconds(
+            "COMPACTOR_CONTROLLER_FAULT_STALL_AFTER_SECONDS"),
     )
     if e.problems:
         raise SettingsError(e.problems)

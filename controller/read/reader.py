@@ -26,6 +26,7 @@ from controller.read.sources import (
     JOBS,
     LIMIT_RANGES,
     NAMESPACES,
+    NODE_EVENTS,
     NODES,
     OWN_KINDS,
     OWN_SELECTOR,
@@ -94,12 +95,14 @@ class Reader:
                             and p.policy.scheduler.mode is SchedulerMode.MANAGED
                             for p in policies)
         pdbs = tuple(await self._cached(PDBS))
+        told = tuple(e for e in await self._cached(NODE_EVENTS, OWN_SELECTOR) if e is not None)
         return Snapshot(
             policies=tuple(policies), evaluation=evaluation, namespaces=namespaces,
             static_policies=tuple(static),
             limit_ranges={ns: tuple(r) for ns, r in limit_ranges.items()},
             nodes=nodes, pdbs=pdbs,
             workloads=tuple(workloads), owners=tuple(owners), pods=tuple(pods), own=tuple(own),
+            node_events=told,
             cluster_version=await self._cluster_version() if needs_version else "")
 
     async def _cached(self, path: str, selector: str | None = None) -> list[Any]:
@@ -143,11 +146,13 @@ class Reader:
     async def _workloads(self, namespaces: Mapping[str, Mapping[str, str]]
                          ) -> list[WorkloadInfo]:
         out: list[WorkloadInfo] = []
+        # Workloads in kube-system and in Compactor's own namespace never get a policy.
+        protected = names.protected_namespaces(self.namespace)
         for kind in WorkloadType:
             records = await self._cached(list_path(kind))
             found = [w for _, w in records] if kind is WorkloadType.JOB else records
             for w in found:
-                if w is None or w.view.namespace in names.PROTECTED_NAMESPACES:
+                if w is None or w.view.namespace in protected:
                     continue
                 labels = namespaces.get(w.view.namespace, {})
                 out.append(dataclasses.replace(w, view=dataclasses.replace(

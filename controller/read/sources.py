@@ -2,14 +2,16 @@
 
 Every read of a pass has a ``Source``: the bulk (Pods, ReplicaSets, Jobs), the workloads of
 every kind, namespaces, nodes, disruption budgets, LimitRanges, policies of every kind, the
-PolicyEvaluation and the controller's own objects in its namespace. A pass then costs the API
-server no request at all; what it costs per minute is the watches and the lease, whatever the
-cluster's size.
+PolicyEvaluation, the controller's own objects in its namespace and its own Events about
+cluster-scoped objects (what it has told on Nodes). A pass then costs the API server no
+request at all; what it costs per minute is the watches and the lease, whatever the cluster's
+size.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -17,6 +19,7 @@ from compaction import kinds, names
 from compaction.limit_range import parse_limit_range
 from compaction.workload import WorkloadType
 from controller.kubeapi.informer import Source
+from controller.snapshot.event import CLUSTER_EVENTS_NAMESPACE, parse_node_event
 from controller.snapshot.fields import Obj, meta, str_map
 from controller.snapshot.node import NodeInfo, parse_node
 from controller.snapshot.owned import parse_owned
@@ -41,6 +44,7 @@ NAMESPACES, NODES, PDBS = (kinds.kind(k).path()
                            for k in ("Namespace", "Node", "PodDisruptionBudget"))
 OWN_KINDS: Final = ("ConfigMap", "CronJob", "Deployment")
 OWN_SELECTOR: Final = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_VALUE}"
+NODE_EVENTS: Final = kinds.kind("Event").path(CLUSTER_EVENTS_NAMESPACE)
 
 _parse_job_owner = owner_parser("Job")
 
@@ -78,7 +82,8 @@ def own_path(kind: str, namespace: str) -> str:
 def sources(namespace: str) -> dict[str, Source]:
     """Every path a pass reads, keyed by its list path. A change wakes the reconciler except
     for the bulk kinds (a workload's status change says its Pods changed), the disruption
-    budgets and the controller's own objects (read again at the next resync)."""
+    budgets and the controller's own objects and Events (read again at the next resync)."""
+    protected = names.protected_namespaces(namespace)
     out = {
         PODS: Source(parse_pod, decode=decode_pod_list, wakes=False),
         REPLICA_SETS: Source(owner_parser("ReplicaSet"), wakes=False),
@@ -86,12 +91,16 @@ def sources(namespace: str) -> dict[str, Source]:
         NODES: Source(parse_node, same=_same_node),
         PDBS: Source(parse_pdb, wakes=False),
         EVALUATIONS: Source(parse_named_evaluation),
-        **{p: Source(parse_policy_info) for p in POLICIES},
-        **{p: Source(parse_static_policy_info) for p in STATIC_POLICIES},
+        # A policy in a protected namespace (Compactor's own among them) is invalid.
+        **{p: Source(functools.partial(parse_policy_info, protected=protected))
+           for p in POLICIES},
+        **{p: Source(functools.partial(parse_static_policy_info, protected=protected))
+           for p in STATIC_POLICIES},
         LIMIT_RANGES: Source(parse_limit_range),
         **{list_path(k): Source(_workload_parser(k)) for k in WorkloadType
            if k is not WorkloadType.JOB},
         JOBS: Source(parse_job),
+        NODE_EVENTS: Source(parse_node_event, wakes=False, selector=OWN_SELECTOR),
     }
     for kind in OWN_KINDS:
         out[own_path(kind, namespace)] = Source(

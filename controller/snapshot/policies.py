@@ -64,7 +64,10 @@ LAST_VALID_SPEC = "lastValidSpec"
 LAST_VALID_GENERATION = "lastValidGeneration"
 
 
-def parse_policy_info(obj: Mapping[str, Any]) -> PolicyInfo:
+def parse_policy_info(obj: Mapping[str, Any],
+                      protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> PolicyInfo:
+    """``protected``: the namespaces no CompactionPolicy may live in
+    (``names.protected_namespaces`` of the install namespace)."""
     m, status = meta(obj), section(obj, "status")
     name, generation = str(m.get("name", "")), int(m.get("generation") or 0)
     uid = str(m.get("uid") or "")
@@ -72,14 +75,14 @@ def parse_policy_info(obj: Mapping[str, Any]) -> PolicyInfo:
         names.NAMESPACED_POLICY_KIND else ""
     spec = section(obj, "spec")
     try:
-        return PolicyInfo(name, generation, status, parse_policy(obj), uid=uid,
+        return PolicyInfo(name, generation, status, parse_policy(obj, protected), uid=uid,
                           namespace=namespace, spec=spec)
     except InvalidPolicy as e:
         kept = section(status, LAST_VALID_SPEC)
         last_valid = None
         if kept:
             try:
-                last_valid = parse_policy({**obj, "spec": kept})
+                last_valid = parse_policy({**obj, "spec": kept}, protected)
             except InvalidPolicy:
                 pass  # written by a release that accepted more: nothing to fall back on
         return PolicyInfo(name, generation, status, None, tuple(e.problems), uid,
@@ -107,14 +110,16 @@ class StaticPolicyInfo:
         return kinds.kind(self.kind).path(self.namespace or None, self.name, "status")
 
 
-def parse_static_policy_info(obj: Mapping[str, Any]) -> StaticPolicyInfo:
+def parse_static_policy_info(obj: Mapping[str, Any],
+                             protected: frozenset[str] = names.PROTECTED_NAMESPACES
+                             ) -> StaticPolicyInfo:
     m = meta(obj)
     kind = str(obj.get("kind") or names.CLUSTER_STATIC_POLICY_KIND)
     namespace = str(m.get("namespace") or "") if kind == names.STATIC_POLICY_KIND else ""
     name, generation = str(m.get("name", "")), int(m.get("generation") or 0)
     try:
         return StaticPolicyInfo(kind, namespace, name, generation, section(obj, "status"),
-                                parse_static_policy(obj))
+                                parse_static_policy(obj, protected))
     except InvalidPolicy as e:
         return StaticPolicyInfo(kind, namespace, name, generation, section(obj, "status"),
                                 None, tuple(e.problems))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from compaction.limit_range import LimitRange
+from controller.snapshot.event import NodeEvent
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.owned import OwnedInfo
 from controller.snapshot.owner import OwnerInfo
@@ -35,6 +36,7 @@ class Snapshot:
     owners: tuple[OwnerInfo, ...] = ()  # ReplicaSets and Jobs
     pods: tuple[PodInfo, ...] = ()
     own: tuple[OwnedInfo, ...] = ()
+    node_events: tuple[NodeEvent, ...] = ()  # what the controller has told on Nodes
     cluster_version: str = ""
 
     def __repr__(self) -> str:

@@ -5,8 +5,9 @@ demo's mix of workloads per 10 nodes (plus what must never move), the webhook, t
 controller and the compaction scheduler as processes. After a policy change it reports, per
 size, the time until every workload and every Pod is labelled, the reconcile pass (mean,
 p99, how many over 5 s), the planner's share of it, the peak RSS of controller and webhook,
-and steady-state API requests per minute (controller, webhook, the whole API server); then
-the growth exponent of each figure between sizes, and judges the targets at the largest size.
+and steady-state API requests per minute (controller, webhook, the whole API server) and
+Events the controller writes per pass; then the growth exponent of each figure between sizes,
+and judges the targets at the largest size.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ class Figures:
     apiserver_rpm: float
     throttled: int  # the controller's requests answered 429
     apf_rejected: int  # requests the API server's priority and fairness rejected, anyone's
+    # steady state: Events the controller wrote (created, or said again) per reconcile pass
+    events_per_pass: float = 0.0
     # CPU seconds each process spent from the policy change until every Pod was labelled
     cpu: Mapping[str, float] = field(default_factory=dict)
 
@@ -127,9 +130,10 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("apiserver_rpm", "steady state: all API server requests/min", "{:.0f}"),
     ("throttled", "controller requests answered 429", "{:.0f}"),
     ("apf_rejected", "requests rejected by priority and fairness", "{:.0f}"),
+    ("events_per_pass", "steady state: Events written per pass", "{:.2f}"),
 )
 _FLAT = frozenset({"passes_over_5s", "throttled", "apf_rejected", "pods",
-                   "controller_watch_rpm"})
+                   "controller_watch_rpm", "events_per_pass"})
 
 
 def table(runs: Sequence[Figures]) -> str:
@@ -292,11 +296,22 @@ def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
 
     def apiserver() -> float:
         return scrape.value(kube.raw("/metrics").text, "apiserver_request_total")
+    def told() -> int:
+        """Every Event the controller wrote, each as often as it was said (its count)."""
+        return sum(int(e.get("count") or 1) for e in kube.items(
+            path("events"), f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_VALUE}"))
+
+    def passes_so_far() -> float:
+        buckets = scrape.histogram(_controller_metrics(stack),
+                                   "compactor_reconcile_duration_seconds")
+        return buckets[-1][1] if buckets else 0.0
     c0 = stack.controller_metric("compactor_controller_api_requests")
     cw0 = stack.controller_metric("compactor_controller_api_watches")
     w0 = webhook_metric(hook, "compactor_owner_api_requests_total")
     a0 = apiserver()
+    e0, p0 = told(), passes_so_far()
     time.sleep(seconds)
+    e1, p1 = told(), passes_so_far()
     per_min = 60.0 / seconds
     c1 = stack.controller_metric("compactor_controller_api_requests")
     cw1 = stack.controller_metric("compactor_controller_api_watches")
@@ -322,7 +337,8 @@ def _steady(kube: Kube, stack: CompactorStack, cluster: Cluster, s: Scenario,
         webhook_rpm=(w1 - w0) * per_min,
         apiserver_rpm=(a1 - a0) * per_min,
         throttled=int(stack.controller_metric("compactor_controller_api_throttled")),
-        apf_rejected=int(scrape.value(server, "apiserver_flowcontrol_rejected_requests_total")))
+        apf_rejected=int(scrape.value(server, "apiserver_flowcontrol_rejected_requests_total")),
+        events_per_pass=(e1 - e0) / max(p1 - p0, 1.0))
 
 
 def _controller_metrics(stack: CompactorStack) -> str:

@@ -90,6 +90,8 @@ class NodeCluster:
                 "--kubelet-preferred-address-types=InternalIP",  # no DNS in the namespace
             )))
         self.processes: list[Process] = []
+        # Each imported image's tag -> its name by digest (docker.io/library/x:t -> ...@sha256:).
+        self.by_digest: dict[str, str] = {}
         self._bridge = False
 
     # --- lifecycle ---------------------------------------------------------------
@@ -204,6 +206,7 @@ class NodeCluster:
     def _import_images(self) -> None:
         for archive in self.config.images:
             containerd.import_image(self.containerd_paths, archive)
+        self.by_digest = containerd.add_digest_references(self.containerd_paths)
 
     def _start_kubelet(self) -> None:
         paths = self.kubelet_paths

@@ -100,6 +100,28 @@ def import_image(paths: ContainerdPaths, archive: Path) -> str:
     return out.stdout
 
 
+def add_digest_references(paths: ContainerdPaths) -> dict[str, str]:
+    """Each imported image also under ``<repository>@<digest>``, as the CRI plugin names an image
+    it pulls from a registry: a Pod can then ask for it by digest (an import names it by its tag
+    alone, and the CRI plugin resolves only names it holds). Returns tag -> digest reference."""
+    listing = subprocess.run(
+        [str(paths.bin_dir / "ctr"), f"--address={paths.socket}", f"--namespace={NAMESPACE}",
+         "images", "ls"], check=True, capture_output=True, text=True).stdout
+    made = {}
+    for line in listing.splitlines()[1:]:  # REF TYPE DIGEST SIZE PLATFORMS LABELS
+        ref, _, digest = line.split()[:3]
+        name = ref.split("@", 1)[0]
+        if "@" in ref or ref.startswith("sha256:") or name.rfind(":") < name.rfind("/"):
+            continue
+        made[ref] = f"{name[:name.rfind(':')]}@{digest}"
+    for ref, by_digest in made.items():
+        subprocess.run(
+            [str(paths.bin_dir / "ctr"), f"--address={paths.socket}", f"--namespace={NAMESPACE}",
+             "images", "tag", "--force", ref, by_digest],
+            check=True, capture_output=True, text=True)
+    return made
+
+
 def images(paths: ContainerdPaths) -> list[str]:
     out = subprocess.run(
         [str(paths.bin_dir / "ctr"), f"--address={paths.socket}", f"--namespace={NAMESPACE}",

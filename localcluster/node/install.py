@@ -1,5 +1,6 @@
 """Installing Compactor on the real node as its users do: a copy of deploy/ whose only change is
-``kustomize edit set image compactor=<image>`` (docs/install.md), applied with
+``kustomize edit set image compactor=<image>`` (docs/install.md), or for another namespace an
+overlay of that copy that sets the namespace and the image, applied with
 ``kubectl apply --server-side -k`` and removed with ``kubectl delete -k``.
 
 The manifests' Service-based webhook ``clientConfig`` goes in unchanged, which only the real
@@ -38,12 +39,23 @@ def kustomize() -> Path:
     return binary
 
 
-def kustomization(image: str, workdir: Path) -> Path:
-    """deploy/ copied to ``workdir`` with Compactor's image set, and nothing else changed."""
+def _kustomize(directory: Path, *args: str) -> None:
+    subprocess.run([str(kustomize()), *args], cwd=directory, check=True, capture_output=True,
+                   text=True, timeout=60)
+
+
+def kustomization(image: str, workdir: Path, namespace: str = NAMESPACE) -> Path:
+    """deploy/ copied to ``workdir`` with Compactor's image set, and nothing else changed; for
+    another ``namespace``, an overlay beside the unchanged copy that sets the namespace and the
+    image (``kustomize create --resources ../deploy --namespace``, docs/install.md). Returns
+    the directory to apply."""
     target = workdir / "deploy"
     shutil.copytree(DEPLOY, target)
-    subprocess.run([str(kustomize()), "edit", "set", "image", f"compactor={image}"],
-                   cwd=target, check=True, capture_output=True, text=True, timeout=60)
+    if namespace != NAMESPACE:
+        target = workdir / "overlay"
+        target.mkdir()
+        _kustomize(target, "create", "--resources", "../deploy", "--namespace", namespace)
+    _kustomize(target, "edit", "set", "image", f"compactor={image}")
     return target
 
 
@@ -82,14 +94,15 @@ def seconds_to_ready(pod: dict[str, Any]) -> float | None:
     return None
 
 
-def deployment(kube: Kube, name: str) -> dict[str, Any] | None:
-    return kube.find(path("deployments", NAMESPACE, name, api="apis/apps/v1"))
+def deployment(kube: Kube, name: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
+    return kube.find(path("deployments", namespace, name, api="apis/apps/v1"))
 
 
-def available(kube: Kube, name: str, replicas: int) -> dict[str, Any] | None:
+def available(kube: Kube, name: str, replicas: int,
+              namespace: str = NAMESPACE) -> dict[str, Any] | None:
     """The Deployment once ``replicas`` of its current generation are available (and no
     others left from a rollout)."""
-    found = deployment(kube, name)
+    found = deployment(kube, name, namespace)
     status = (found or {}).get("status") or {}
     done = (status.get("availableReplicas", 0) == replicas
             and status.get("updatedReplicas", 0) == replicas
@@ -108,9 +121,9 @@ def component_pods(kube: Kube, component: str,
             if not p["metadata"].get("deletionTimestamp")]
 
 
-def lease_holder(kube: Kube) -> str | None:
+def lease_holder(kube: Kube, namespace: str = NAMESPACE) -> str | None:
     """The controller replica holding its Lease."""
-    lease = kube.find(path("leases", NAMESPACE, "compactor-controller",
+    lease = kube.find(path("leases", namespace, "compactor-controller",
                            api="apis/coordination.k8s.io/v1"))
     return str((lease or {}).get("spec", {}).get("holderIdentity") or "") or None
 
@@ -123,9 +136,9 @@ def leader_metrics(controller_pods: list[dict[str, Any]]) -> dict[str, float]:
         "compactor_controller_leader") for p in controller_pods}
 
 
-def wait_available(kube: Kube, timeout: float) -> None:
+def wait_available(kube: Kube, timeout: float, namespace: str = NAMESPACE) -> None:
     """Both webhook and both controller replicas available, as the manifests ask."""
     wait_for("the webhook's two replicas available",
-             lambda: available(kube, "compactor-webhook", 2), timeout, 1.0)
+             lambda: available(kube, "compactor-webhook", 2, namespace), timeout, 1.0)
     wait_for("the controller's two replicas available",
-             lambda: available(kube, "compactor-controller", 2), timeout, 1.0)
+             lambda: available(kube, "compactor-controller", 2, namespace), timeout, 1.0)

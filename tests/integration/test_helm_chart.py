@@ -110,17 +110,19 @@ def test_default_values_render_what_kustomize_builds(
         bin_dir: Path, helm_env: dict[str, str], kustomizations: list[str],
         sets: list[str]) -> None:
     """One source of truth: the chart and the kustomize manifests give the same objects, but
-    for Helm's own labels and the Namespace (Helm installs into an existing or
-    --create-namespace one)."""
+    for Helm's own labels. The Namespace too, labelled alike, which the chart renders only
+    when it creates it (as here, with no cluster to look it up in) and keeps when the release
+    goes."""
     built = [d for k in kustomizations for d in docs(
         _run([str(bin_dir / "kubectl"), "kustomize", str(ROOT / k)]).stdout)]
-    kustomize = {k: without_helm_labels(d) for k, d in by_key(built).items()
-                 if k != ("Namespace", "", NS)}
+    kustomize = {k: without_helm_labels(d) for k, d in by_key(built).items()}
     # The default PolicyEvaluation is the chart's alone, as in the reference chart (rendered
     # once its CRD ships); kustomize users create it themselves.
     chart = {k: without_helm_labels(d) for k, d in by_key(
         render(bin_dir, helm_env, *sets, crds=True)).items()
         if k != ("PolicyEvaluation", "", "policy-evaluation")}
+    assert chart[("Namespace", "", NS)]["metadata"].pop("annotations") == {
+        "helm.sh/resource-policy": "keep"}
     assert sorted(chart) == sorted(kustomize)
     for k in kustomize:
         assert chart[k] == kustomize[k], k
@@ -129,9 +131,20 @@ def test_default_values_render_what_kustomize_builds(
         assert d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm", key(d)
 
 
-def test_the_chart_refuses_another_namespace(bin_dir: Path, helm_env: dict[str, str]) -> None:
-    out = helm(bin_dir, helm_env, "template", "c", str(CHART), "-n", "default", check=False)
-    assert out.returncode != 0 and "installs into the namespace compactor-system" in out.stderr
+def test_another_release_namespace_changes_the_namespace_alone(bin_dir: Path,
+                                                                helm_env: dict[str, str]) -> None:
+    """Any release namespace: what renders is the default's with compactor-system replaced
+    wherever it was (each namespaced object, the roles' ServiceAccount subjects, the webhook
+    configuration's Service and its excluded namespaces), and no object names compactor-system
+    any more (the admission policies name no account: their parameter is the controller's
+    ClusterRoleBinding)."""
+    default = helm(bin_dir, helm_env, "template", "c", str(CHART), "-n", NS).stdout
+    other = helm(bin_dir, helm_env, "template", "c", str(CHART), "-n", "ops").stdout
+    objects = docs(other)
+    assert objects == docs(default.replace("compactor-system", "ops"))
+    assert "compactor-system" not in yaml.safe_dump_all(objects)
+    assert {d["metadata"]["namespace"] for d in objects if "namespace" in d["metadata"]} == {
+        "ops"}
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -305,6 +318,22 @@ def test_monitoring_objects_carry_the_shipped_rules_and_dashboard(
                 if k[0] in ("PrometheusRule", "ServiceMonitor", "ConfigMap")]
 
 
+def test_network_policies_are_rendered_unless_turned_off(bin_dir: Path,
+                                                         helm_env: dict[str, str]) -> None:
+    """One NetworkPolicy per component by default; without them the policy scan's finding on
+    the Deployments is skipped with its reason, as a value that decides a skip does."""
+    def skips(objects: dict[Key, dict[str, Any]], name: str) -> list[str]:
+        meta = objects[("Deployment", NS, name)]["metadata"]
+        return [v.split("=")[0] for v in (meta.get("annotations") or {}).values()]
+    on = by_key(render(bin_dir, helm_env))
+    assert {k[2] for k in on if k[0] == "NetworkPolicy"} == {
+        f"compactor-{c}" for c in ("webhook", "controller", "scheduler", "descheduler")}
+    off = by_key(render(bin_dir, helm_env, "networkPolicy.enabled=false"))
+    assert not [k for k in off if k[0] == "NetworkPolicy"]
+    for name in ("compactor-webhook", "compactor-controller"):
+        assert "CKV2_K8S_6" not in skips(on, name) and "CKV2_K8S_6" in skips(off, name)
+
+
 def test_policy_evaluation_enabled_is_the_controllers_setting_not_an_object(
         bin_dir: Path, helm_env: dict[str, str]) -> None:
     """The controller creates the default PolicyEvaluation when absent and never overwrites
@@ -349,7 +378,7 @@ def _apply_crds(fresh: Cluster, kube: Kube, folder: Path) -> list[str]:
     def established(name: str) -> bool:
         status = kube.get(path("customresourcedefinitions", name=name)).get("status") or {}
         return any(c["type"] == "Established" and c["status"] == "True"
-                   for c in status.get("conditions", []))
+                   for c in status.get("conditions") or [])
 
     for name in names:
         wait_for(f"{name} established", lambda: established(name))  # noqa: B023
@@ -526,6 +555,17 @@ def _compactor_objects(kube: Kube) -> set[Key]:
                 if ours:
                     found.add((r["kind"], meta.get("namespace", ""), meta["name"]))
     return found
+
+
+def test_the_chart_labels_the_namespace_that_create_namespace_made(
+        release: dict[str, str], fresh_kube: Kube) -> None:
+    """Absent at install, so the chart's: labelled as deploy/namespace.yaml labels it, and
+    kept when the release goes."""
+    meta = fresh_kube.get(path("namespaces", name=NS))["metadata"]
+    assert meta["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert meta["labels"]["compactor.dev/ignore"] == "true"
+    assert meta["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert meta["annotations"]["meta.helm.sh/release-name"] == "compactor"
 
 
 def test_uninstall_leaves_only_the_crds_their_policies_and_the_namespace(

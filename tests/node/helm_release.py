@@ -1,7 +1,7 @@
 """Compactor installed with its Helm chart on the real node, as the install guide says: only the
-image values set, the Service-based webhook ``clientConfig`` unchanged (which only the real
-node's isolated network namespace allows), and everything removed again afterwards so the next
-module starts on a clean cluster.
+image values set, into compactor-system or another release namespace, the Service-based webhook
+``clientConfig`` unchanged (which only the real node's isolated network namespace allows), and
+everything removed again afterwards so the next module starts on a clean cluster.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class Helm:
 
     cluster: Cluster
     home: Path
+    namespace: str = NS  # the release's
 
     def run(self, *args: str, check: bool = True,
             timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
@@ -69,10 +70,11 @@ class Helm:
                    for p in kube.items(path("pods"))
                    if p["spec"].get("schedulerName") == "compactor-scheduler"
                    and not p["spec"].get("nodeName")]
-        events = [f"{e.get('reason')}: {e.get('message')}" for e in kube.items(path("events", NS))
+        events = [f"{e.get('reason')}: {e.get('message')}"
+                  for e in kube.items(path("events", self.namespace))
                   if e["involvedObject"].get("name") == "compactor-scheduler"]
-        logs = kubectl(self.cluster, "logs", "-n", NS, "deployment/compactor-controller",
-                       "--tail=60", check=False)
+        logs = kubectl(self.cluster, "logs", "-n", self.namespace,
+                       "deployment/compactor-controller", "--tail=60", check=False)
         return (f"unbound Pods naming compactor-scheduler: {waiting}\nits Events: {events}\n"
                 f"the controller's log:\n{logs.stdout}{logs.stderr}")
 
@@ -82,7 +84,7 @@ class Helm:
         the host's network."""
         netns.require_isolated()
         repository, tag = image.rsplit(":", 1)
-        args = ["install", RELEASE, str(CHART), "-n", NS, "--create-namespace",
+        args = ["install", RELEASE, str(CHART), "-n", self.namespace, "--create-namespace",
                 "--set", f"image.repository={repository}", "--set", f"image.tag={tag}"]
         for s in sets:
             args += ["--set", s]
@@ -96,29 +98,32 @@ class Helm:
             if kube.find(path(plural, api=POLICIES)) is not None:
                 kubectl(self.cluster, "delete", plural, "--all", "--all-namespaces",
                         "--wait=true", "--timeout=120s", check=False)
-        if deployment(kube, "compactor-controller") is not None:
+        ns = self.namespace
+        if deployment(kube, "compactor-controller", ns) is not None:
             try:
                 wait_for("the controller to remove the compaction scheduler", lambda: deployment(
-                    kube, "compactor-scheduler") is None or None, 120.0, 1.0)
+                    kube, "compactor-scheduler", ns) is None or None, 120.0, 1.0)
             except TimeoutError as e:
                 raise TimeoutError(f"{e}\n{self._why_the_scheduler_stays(kube)}") from e
-        self.run("uninstall", RELEASE, "-n", NS, "--wait", "--timeout=180s", check=False,
+        self.run("uninstall", RELEASE, "-n", ns, "--wait", "--timeout=180s", check=False,
                  timeout=240.0)
         kubectl(self.cluster, "delete", "crd", *(f"{c}.compactor.dev" for c in CRDS),
                 "--ignore-not-found", "--wait=true", "--timeout=120s", check=False)
-        kube.delete(path("namespaces", name=NS))
-        wait_for(f"namespace {NS} gone", lambda: kube.find(
-            path("namespaces", name=NS)) is None or None, READY, 1.0)
+        kube.delete(path("namespaces", name=ns))
+        wait_for(f"namespace {ns} gone", lambda: kube.find(
+            path("namespaces", name=ns)) is None or None, READY, 1.0)
 
 
 @contextlib.contextmanager
-def installed(cluster: Cluster, kube: Kube, home: Path) -> Iterator[Helm]:
-    """Compactor installed with only the image values, both Deployments available; uninstalled
-    as the guide says on the way out, whatever happened."""
-    helm = Helm(cluster, home)
+def installed(cluster: Cluster, kube: Kube, home: Path, namespace: str = NS,
+              sets: tuple[str, ...] = ()) -> Iterator[Helm]:
+    """Compactor installed with only the image values (those of ``sets`` too) into
+    ``namespace``, both Deployments available; uninstalled as the guide says on the way out,
+    whatever happened."""
+    helm = Helm(cluster, home, namespace)
     try:
-        helm.install(compactor_image())
-        wait_available(kube, READY)
+        helm.install(compactor_image(), *sets)
+        wait_available(kube, READY, namespace)
         yield helm
     finally:
         helm.uninstall(kube)

@@ -44,11 +44,15 @@ MISSING_TAG = "v0.0.0-missing"
 # The descheduler's Job as the CronJob makes it waits 600 s (activeDeadlineSeconds) for a run
 # that cannot list nodes; the Job made by hand here waits this long instead.
 DEADLINE = 45
+OWN_LABELS = {"team": "platform"}
 
 
 @pytest.fixture(scope="module")
 def release(node: NodeCluster, kube: Kube,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
+    # The install namespace made beforehand, as a cluster's owner may: the chart must leave
+    # its labels alone.
+    kube.ensure_namespace(NS, dict(OWN_LABELS))
     try:
         with installed(node.cluster, kube, tmp_path_factory.mktemp("helm-home")) as helm:
             kube.ensure_namespace(SHOP, default_service_account=True)
@@ -57,6 +61,15 @@ def release(node: NodeCluster, kube: Kube,
         kube.delete(path("namespaces", name=SHOP))
         wait_for(f"namespace {SHOP} gone", lambda: kube.find(
             path("namespaces", name=SHOP)) is None or None, READY, 1.0)
+
+
+def test_the_chart_never_labels_a_namespace_that_was_there(kube: Kube, release: Helm) -> None:
+    meta = kube.get(path("namespaces", name=NS))["metadata"]
+    labels = dict(meta["labels"])
+    # Helm's own --create-namespace applies a label "name", to a namespace that exists too.
+    assert labels.pop("name", NS) == NS
+    assert labels == {**OWN_LABELS, "kubernetes.io/metadata.name": NS}
+    assert "meta.helm.sh/release-name" not in (meta.get("annotations") or {})
 
 
 def _apiserver_log(node: NodeCluster) -> str:

@@ -1,8 +1,9 @@
 """Compactor installed with ``helm install`` on the real node, only the image values set (the
-install guide's command): the webhook and controller run from Compactor's image, the API server
-calls the webhook through its Service, and a policy makes the controller run the compaction
-scheduler, which binds a workload Pod to a kwok node. ``helm uninstall`` and the guide's
-cleanup end the module, so the next one starts on a clean cluster.
+install guide's command), into a release namespace other than compactor-system: the webhook and
+controller run from Compactor's image, the API server calls the webhook through its Service
+there, and a policy makes the controller run the compaction scheduler there, which binds a
+workload Pod to a kwok node. ``helm uninstall`` and the guide's cleanup end the module, so the
+next one starts on a clean cluster.
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from localcluster import Kube
 from localcluster.cluster import scrape
 from localcluster.cluster.kube import path, wait_for
-from localcluster.node import containerd
+from localcluster.node import containerd, install
 from localcluster.node.cluster import KWOK_TOLERATION, NodeCluster
-from localcluster.node.install import available, leader_metrics, lease_holder, seconds_to_ready
-from localcluster.node.install import component_pods as pods
+from localcluster.node.install import kubectl, leader_metrics, seconds_to_ready
+from tests.node import hardening
+from tests.node.conftest import image
 from tests.node.helm_release import (
     APPS,
-    NS,
+    BATCH,
     POLICIES,
     READY,
     Helm,
@@ -37,13 +40,32 @@ SHOP = "helm-shop"  # selected by the policy
 KWOK = ["helm-kwok-1", "helm-kwok-2"]
 POOL = {"compactor.test/pool": "helm"}
 WEBHOOK_NAME = "pods.compactor.dev"
+# Any release namespace: everything the chart renders and the controller creates follows it.
+NS = "compactor-helm"
+
+
+def pods(kube: Kube, component: str) -> list[dict[str, Any]]:
+    return install.component_pods(kube, component, NS)
+
+
+def digests(node: NodeCluster) -> dict[str, str]:
+    """The digest of each image the release runs, as the node's containerd holds it."""
+    return {"compactor": hardening.digest(node, compactor_image()),
+            "kube-scheduler": hardening.digest(node, image("kube-scheduler")),
+            "descheduler": hardening.digest(node, image("descheduler"))}
 
 
 @pytest.fixture(scope="module")
 def release(node: NodeCluster, kube: Kube,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
+    # Every image pinned by digest, as docs/install.md shows.
+    d = digests(node)
+    pinned = (f"image.digest={d['compactor']}",
+              f"compactionScheduler.image.digest={d['kube-scheduler']}",
+              f"descheduler.digest={d['descheduler']}")
     try:
-        with installed(node.cluster, kube, tmp_path_factory.mktemp("helm-home")) as helm:
+        with installed(node.cluster, kube, tmp_path_factory.mktemp("helm-home"), NS,
+                       pinned) as helm:
             yield helm
     finally:
         kube.delete(path("namespaces", name=SHOP))
@@ -62,7 +84,8 @@ def test_both_webhook_replicas_become_ready_through_their_probes(
     for pod in found:
         assert pod["spec"]["nodeName"] == node.name
         (container,) = pod["spec"]["containers"]
-        assert container["image"] == compactor_image()
+        assert container["image"] == \
+            f"{compactor_image().rsplit(':', 1)[0]}@{digests(node)['compactor']}"
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         (status,) = pod["status"]["containerStatuses"]
         assert status["ready"] and status["restartCount"] == 0, pod["status"]
@@ -74,7 +97,7 @@ def test_the_controllers_replicas_elect_one_leader(
     found = pods(kube, "controller")
     names = {p["metadata"]["name"] for p in found}
     assert len(names) == 2 and all(p["spec"]["nodeName"] == node.name for p in found)
-    leader = wait_for("a holder of the controller's Lease", lambda: lease_holder(kube),
+    leader = wait_for("a holder of the controller's Lease", lambda: install.lease_holder(kube, NS),
                       READY, 1.0)
     assert leader in names
 
@@ -100,6 +123,22 @@ def test_the_controller_issues_the_tls_secret_and_injects_the_ca_bundle(
                                                "path": "/mutate", "port": 443}
     assert base64.b64decode(hook["clientConfig"]["caBundle"]) == tls["ca-bundle.crt"]
     assert hook["failurePolicy"] == "Ignore"
+    # The serving certificate names the Service in the release namespace, and the webhook
+    # configuration leaves that namespace's Pods alone.
+    served = x509.load_pem_x509_certificate(tls["tls.crt"])
+    assert f"compactor-webhook.{NS}.svc" in served.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    (excluded,) = [e for e in hook["namespaceSelector"]["matchExpressions"]
+                   if e["key"] == "kubernetes.io/metadata.name"]
+    assert excluded == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                        "values": ["kube-system", NS]}
+
+
+def test_the_charts_network_policies_are_in_the_release_namespace(
+        kube: Kube, release: Helm) -> None:
+    found = kube.items(path("networkpolicies", NS, api="apis/networking.k8s.io/v1"))
+    assert {p["metadata"]["name"] for p in found} == {
+        f"compactor-{c}" for c in ("webhook", "controller", "scheduler", "descheduler")}
 
 
 @pytest.fixture(scope="module")
@@ -145,9 +184,11 @@ def mutated(pod: dict[str, Any], intent: str) -> bool:
 def test_a_policy_makes_the_controller_run_the_scheduler_on_the_real_node(
         node: NodeCluster, kube: Kube, workload: tuple[dict[str, Any], str]) -> None:
     deployment = wait_for("the compaction scheduler available",
-                          lambda: available(kube, "compactor-scheduler", 1), READY, 1.0)
+                          lambda: install.available(kube, "compactor-scheduler", 1, NS),
+                          READY, 1.0)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"].startswith("registry.k8s.io/kube-scheduler:")
+    assert container["image"] == \
+        f"registry.k8s.io/kube-scheduler@{digests(node)['kube-scheduler']}"
     (pod,) = pods(kube, "scheduler")
     assert pod["spec"]["nodeName"] == node.name
     assert pod["status"]["containerStatuses"][0]["ready"], pod["status"]
@@ -158,7 +199,15 @@ def test_a_policy_makes_the_controller_run_the_scheduler_on_the_real_node(
         policy = kube.get(path("clustercompactionpolicies", name=POLICY, api=POLICIES))
         ready = condition(policy, "SchedulerReady")
         return ready if ready.get("reason") == "Available" else None
-    assert wait_for("SchedulerReady Available", reported, READY, 1.0)["status"] == "True"
+    try:
+        ready = wait_for("SchedulerReady Available", reported, READY, 1.0)
+    except TimeoutError as e:
+        policy = kube.get(path("clustercompactionpolicies", name=POLICY, api=POLICIES))
+        logs = kubectl(node.cluster, "logs", "-n", NS, "deployment/compactor-controller",
+                       "--tail=40", check=False)
+        raise TimeoutError(f"{e}\nthe policy's status: {policy.get('status')}\nthe "
+                           f"controller's log:\n{logs.stdout}{logs.stderr}") from e
+    assert ready["status"] == "True"
 
 
 def test_the_api_server_calls_the_webhook_through_its_service(
@@ -193,3 +242,37 @@ def test_the_scheduler_binds_a_workload_pod_to_a_kwok_node(
     events = kube.items(path("events", SHOP, api="apis/events.k8s.io/v1"))
     assert [e["reportingController"] for e in events if e.get("reason") == "Scheduled"
             and e["regarding"]["name"] == pod["metadata"]["name"]] == ["compactor-scheduler"]
+
+
+def test_the_chart_labels_the_namespace_it_creates_and_every_part_runs_there_pinned(
+        node: NodeCluster, kube: Kube, release: Helm,
+        workload: tuple[dict[str, Any], str]) -> None:
+    """``helm install --create-namespace``: the chart labels the namespace it creates as
+    deploy/ does (the restricted profile enforced: a Pod breaking it is refused) and keeps it on
+    uninstall. Every part runs there from an image pinned by digest, a descheduler run made by
+    hand from the policy's CronJob included, none refused, each with the projected token of an
+    hour and not the kubelet's."""
+    meta = kube.get(path("namespaces", name=NS))["metadata"]
+    assert meta["labels"][hardening.RESTRICTED] == "restricted"
+    assert meta["labels"]["compactor.dev/ignore"] == "true"
+    assert meta["annotations"]["meta.helm.sh/release-name"] == "compactor"
+    assert meta["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert 'violates PodSecurity "restricted:latest"' in hardening.refused_by_the_profile(
+        kube, NS)
+    cronjob = f"compactor-descheduler-{POLICY}"
+    wait_for("the policy's CronJob", lambda: kube.find(path("cronjobs", NS, cronjob, api=BATCH)),
+             READY, 1.0)
+    kubectl(node.cluster, "create", "job", f"--from=cronjob/{cronjob}", "by-hand", "-n", NS)
+    wait_for("the run by hand complete", lambda: condition(kube.find(path(
+        "jobs", NS, "by-hand", api=BATCH)) or {}, "Complete").get("status") == "True" or None,
+        READY, 1.0)
+    d = digests(node)
+    expected = {"webhook": f"{compactor_image().rsplit(':', 1)[0]}@{d['compactor']}",
+                "controller": f"{compactor_image().rsplit(':', 1)[0]}@{d['compactor']}",
+                "scheduler": f"registry.k8s.io/kube-scheduler@{d['kube-scheduler']}",
+                "descheduler": f"registry.k8s.io/descheduler/descheduler@{d['descheduler']}"}
+    found = {c: pods(kube, c) for c in expected}
+    assert {c: {p["spec"]["containers"][0]["image"] for p in ps} for c, ps in found.items()} \
+        == {c: {i} for c, i in expected.items()}
+    assert hardening.failed_creations(kube, NS) == []
+    hardening.check_tokens(node, kube, NS, [p for ps in found.values() for p in ps])

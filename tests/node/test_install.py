@@ -1,5 +1,8 @@
-"""Compactor installed as its users install it, on the real node: a copy of deploy/ whose only
-change is ``kustomize edit set image``, applied with ``kubectl apply --server-side -k``.
+"""Compactor installed as its users install it, on the real node, in a namespace of their own
+choosing: an overlay of an unchanged copy of deploy/ that sets the namespace and the image
+(``kustomize create --namespace``, ``kustomize edit set image``), applied with
+``kubectl apply --server-side -k``. (deploy/ itself, in compactor-system, is what
+test_compaction_from_images.py installs.)
 
 Every Compactor Pod runs from the image built from the Dockerfile: the webhook and the
 controller from the manifests, the compaction scheduler and a descheduler Job from what the
@@ -30,6 +33,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
@@ -37,12 +41,12 @@ from localcluster import Kube
 from localcluster.cluster import scrape
 from localcluster.cluster.kube import ApiError, path, wait_for
 from localcluster.node import containerd, install, kubelet
-from localcluster.node.cluster import KWOK_TOLERATION, NodeCluster
-from localcluster.node.install import available
-from localcluster.node.install import component_pods as pods
+from localcluster.node.cluster import KWOK_TOLERATION, SERVICE_IP, NodeCluster
+from tests.node import hardening, network_policies
 from tests.node.conftest import image, images
 
-NS = install.NAMESPACE
+# Not compactor-system: everything must follow the overlay's namespace.
+NS = "compactor-ops"
 APPS = "apis/apps/v1"
 POLICIES = "apis/compactor.dev/v1alpha1"
 POLICY = "install"
@@ -50,9 +54,10 @@ CRONJOB = f"compactor-descheduler-{POLICY}"
 SHOP = "shop"  # selected by the policy
 QUIET = "quiet"  # excluded from the webhook (compactor.dev/ignore), to time admissions without it
 KWOK = ["install-kwok-1", "install-kwok-2"]
+VAP_NODE = "install-vap"  # a kwok node for the admission policies' test, in no pool
 POOL = {"compactor.test/pool": "install"}
 WEBHOOK_NAME = "pods.compactor.dev"
-SERVICE_NAME = "compactor-webhook.compactor-system.svc"
+SERVICE_NAME = f"compactor-webhook.{NS}.svc"
 # Two shared cores, other real-node runs beside this one: minutes, not seconds.
 READY = 300.0
 
@@ -60,8 +65,17 @@ READY = 300.0
 @dataclass
 class Installed:
     directory: Path
-    image: str
+    image: str  # as the manifests name it: by digest
+    tag: str  # as tools/build-images.sh tagged it
     figures: dict[str, Any] = field(default_factory=dict)
+
+
+def pods(kube: Kube, component: str) -> list[dict[str, Any]]:
+    return install.component_pods(kube, component, NS)
+
+
+def available(kube: Kube, name: str, replicas: int) -> dict[str, Any] | None:
+    return install.available(kube, name, replicas, NS)
 
 
 def ready(pod: dict[str, Any]) -> bool:
@@ -160,12 +174,14 @@ def percentile(values: list[float], q: float) -> float:
 def installed(node: NodeCluster, kube: Kube, tmp_path_factory: pytest.TempPathFactory,
               request: pytest.FixtureRequest) -> Iterator[Installed]:
     tag = image("compactor")
-    directory = install.kustomization(tag, tmp_path_factory.mktemp("install"))
-    done = Installed(directory, tag)
+    # Pinned by digest, as docs/install.md says: the node resolves it as a registry would.
+    pinned = f"{tag.rsplit(':', 1)[0]}@{hardening.digest(node, tag)}"
+    directory = install.kustomization(pinned, tmp_path_factory.mktemp("install"), NS)
+    done = Installed(directory, pinned, tag)
     started = time.monotonic()
     install.apply(node.cluster, directory)
     try:
-        install.wait_available(kube, READY)
+        install.wait_available(kube, READY, NS)
         done.figures["apply to both Deployments available (s)"] = round(
             time.monotonic() - started, 1)
         yield done
@@ -205,17 +221,44 @@ def _report(figures: dict[str, Any], request: pytest.FixtureRequest) -> None:
 # --- the tests, in the order an operator would see things happen ----------------------------
 
 
-def test_the_copy_differs_from_deploy_only_in_the_image(
+def test_the_overlay_changes_only_the_namespace_and_the_image(
         node: NodeCluster, installed: Installed) -> None:
-    copied = installed.directory
-    changed = [p.relative_to(copied) for p in copied.rglob("*") if p.is_file()
-               and p.read_bytes() != (install.DEPLOY / p.relative_to(copied)).read_bytes()]
-    assert changed == [Path("kustomization.yaml")]
-    # What kustomize renders differs in the image alone.
+    overlay = installed.directory
+    copied = overlay.parent / "deploy"
+    assert [p.relative_to(copied) for p in copied.rglob("*") if p.is_file()
+            and p.read_bytes() != (install.DEPLOY / p.relative_to(copied)).read_bytes()] == []
+    assert [p.name for p in overlay.iterdir()] == ["kustomization.yaml"]
+    # What kustomize renders differs in the namespace and the image alone. Every namespace
+    # follows the overlay's: the Namespace itself, each role's ServiceAccount subject, the
+    # webhook configuration's Service; the admission policies name no account (their parameter
+    # is the controller's ClusterRoleBinding). One mention stays: compactor-system among the
+    # namespaces the webhook configuration excludes. The overlay's own namespace is excluded
+    # there by its compactor.dev/ignore label, and the webhook skips its own namespace's Pods.
     ours, theirs = (install.kubectl(node.cluster, "kustomize", str(d)).stdout
-                    for d in (copied, install.DEPLOY))
+                    for d in (overlay, install.DEPLOY))
     assert ours.count(f"image: {installed.image}") == 2
-    assert ours == theirs.replace("image: compactor:0.1.0", f"image: {installed.image}")
+    kept = "      - kube-system\n      - compactor-system\n"
+    assert theirs.count(kept) == 1 and ours.count(kept) == 1
+    before, after = theirs.split(kept)
+    expected = list(yaml.safe_load_all(kept.join(
+        part.replace("image: compactor:0.1.0", f"image: {installed.image}")
+        .replace("compactor-system", NS) for part in (before, after))))
+    rendered = list(yaml.safe_load_all(ours))
+    # kustomize's schema does not know the admission policies are cluster-scoped, so it gives
+    # them the overlay's namespace too; the API server drops it (below).
+    for d in rendered:
+        if d["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+            assert d["metadata"].pop("namespace") == NS
+    assert rendered == expected
+    for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
+        stored = install.kubectl(node.cluster, "get", kind, "-o", "json").stdout
+        assert {i["metadata"]["name"]: i["metadata"].get("namespace")
+                for i in json.loads(stored)["items"]} == {
+            "compactor-controller-node-drain-taint-only": None,
+            "compactor-controller-pod-metadata-only": None}
+    namespace = next(d for d in rendered if d["kind"] == "Namespace")
+    assert namespace["metadata"]["name"] == NS
+    assert namespace["metadata"]["labels"]["compactor.dev/ignore"] == "true"
 
 
 def test_both_webhook_replicas_become_ready_through_their_probes(
@@ -242,13 +285,26 @@ def test_both_webhook_replicas_become_ready_through_their_probes(
             install.seconds_to_ready(pod)
 
 
+@pytest.fixture(scope="module")
+def probe_pods(kube: Kube, installed: Installed) -> Iterator[None]:
+    """Two more controller replicas, one whose loop stalls and one that cannot sync
+    (tests.node.hardening), started with the first controller test so that the kubelet's
+    minute of probing them runs beside the tests between."""
+    hardening.start_probe_pods(kube, NS)
+    try:
+        yield
+    finally:
+        for name in (hardening.STALLED, hardening.UNSYNCED):
+            kube.delete(path("pods", NS, name))
+
+
 def test_the_controllers_two_replicas_elect_one_leader(
-        node: NodeCluster, kube: Kube, installed: Installed) -> None:
+        node: NodeCluster, kube: Kube, installed: Installed, probe_pods: None) -> None:
     found = pods(kube, "controller")
     names = {p["metadata"]["name"] for p in found}
     assert len(names) == 2 and all(p["spec"]["nodeName"] == node.name for p in found)
     holder = wait_for("a holder of the controller's Lease",
-                      lambda: install.lease_holder(kube), READY, 1.0)
+                      lambda: install.lease_holder(kube, NS), READY, 1.0)
     assert holder in names
 
     def leaders() -> dict[str, float] | None:
@@ -372,6 +428,48 @@ def test_the_scheduler_binds_workload_pods_to_kwok_nodes(
         {p["metadata"]["name"]: "compactor-scheduler" for p in found}
 
 
+def _as_controller(kube: Kube, url: str, body: dict[str, Any]) -> ApiError | None:
+    """A merge patch made as the controller's account of this install; its refusal, if any."""
+    try:
+        kube.request("PATCH", url, body, "application/merge-patch+json", headers={
+            "Impersonate-User": f"system:serviceaccount:{NS}:compactor-controller"})
+    except ApiError as e:
+        return e
+    return None
+
+
+def _refused_by(error: ApiError | None, policy_message: str) -> bool:
+    return error is not None and error.status in (403, 422) and policy_message in error.message
+
+
+def test_the_admission_policies_hold_the_controller_of_this_namespace(
+        node: NodeCluster, kube: Kube, installed: Installed,
+        workload: tuple[dict[str, Any], str]) -> None:
+    """The guards RBAC cannot express hold the controller's account of this install, not
+    compactor-system's: a foreign taint on a Node and a change to a Pod's spec are refused,
+    beside its own drain taint and a Pod label, which its role allows."""
+    node.add_kwok_nodes([VAP_NODE])
+    url = path("nodes", name=VAP_NODE)
+    taints = kube.get(url)["spec"]["taints"]
+    drain = {"key": "compactor.dev/drain", "value": "probe", "effect": "PreferNoSchedule"}
+    try:
+        foreign = _as_controller(kube, url, {"spec": {"taints": [
+            *taints, {"key": "someone-elses", "effect": "NoSchedule"}]}})
+        assert _refused_by(foreign, "may change its own drain taint only"), foreign
+        assert _as_controller(kube, url, {"spec": {"taints": [*taints, drain]}}) is None
+        assert _as_controller(kube, url, {"spec": {"taints": taints}}) is None
+        assert kube.get(url)["spec"]["taints"] == taints
+    finally:
+        kube.delete(url)
+    pod = next(iter(kube.items(path("pods", SHOP), "app=web")))
+    pod_url = path("pods", SHOP, pod["metadata"]["name"])
+    # activeDeadlineSeconds is one of the few mutable spec fields: only the policy stops it.
+    spec = _as_controller(kube, pod_url, {"spec": {"activeDeadlineSeconds": 3600}})
+    assert _refused_by(spec, "metadata of Pods and ReplicaSets only"), spec
+    assert "activeDeadlineSeconds" not in kube.get(pod_url)["spec"]
+    assert _as_controller(kube, pod_url, {"metadata": {"labels": {"probe": "yes"}}}) is None
+
+
 def _job_pod(kube: Kube, job: str) -> dict[str, Any]:
     (pod,) = kube.items(path("pods", NS), f"job-name={job}")
     return pod
@@ -403,6 +501,11 @@ def test_the_descheduler_cronjob_runs_as_real_job_pods(
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     log = kube.raw(path("pods", NS, pod["metadata"]["name"], sub="log")).text
     print("descheduler Job log, last lines:\n" + "\n".join(log.splitlines()[-15:]))
+    # What it ran with never evicts from this install's namespace, nor from kube-system.
+    config = yaml.safe_load(kube.get(path("configmaps", NS, CRONJOB))["data"]["policy.yaml"])
+    (taints,) = [c["args"] for c in config["profiles"][0]["pluginConfig"]
+                 if c["name"] == "RemovePodsViolatingNodeTaints"]
+    assert taints["namespaces"] == {"exclude": sorted(["kube-system", NS])}
 
     # And one on its own schedule (every minute), started by the CronJob controller.
     def scheduled() -> dict[str, Any] | None:
@@ -419,6 +522,117 @@ def test_the_descheduler_cronjob_runs_as_real_job_pods(
     assert pod["spec"]["nodeName"] == node.name and pod["status"]["phase"] == "Succeeded"
     assert kube.get(path("cronjobs", NS, CRONJOB, api="apis/batch/v1"))["status"].get(
         "lastSuccessfulTime")
+
+
+def test_the_kubelet_restarts_a_stalled_controller_and_holds_an_unsynced_one_unready(
+        kube: Kube, installed: Installed, probe_pods: None) -> None:
+    """The controller's probes as the kubelet acts on them: the replica whose loop stalls is
+    restarted (its previous log says why), the one whose caches cannot sync stays unready and
+    is not restarted, and the Deployment's replicas are ready and alive."""
+    def restarted() -> dict[str, Any] | None:
+        pod = kube.get(path("pods", NS, hardening.STALLED))
+        statuses = pod["status"].get("containerStatuses") or [{}]
+        return pod if statuses[0].get("restartCount", 0) >= 1 else None
+    stalled = wait_for("the stalled replica restarted", restarted, READY, 1.0)
+    events = hardening.kubelet_events(kube, NS, hardening.STALLED)
+    assert any(r == "Unhealthy" and m.startswith("Liveness probe failed")
+               and "503" in m for r, m in events), events
+    assert any(r == "Killing" and "failed liveness probe, will be restarted" in m
+               for r, m in events), events
+    previous = hardening.previous_log(kube, NS, hardening.STALLED)
+    assert "the pass loop stops here" in previous, previous[-2000:]
+    assert "liveness probe failed: the pass loop has not come round for " in previous
+
+    unsynced = kube.get(path("pods", NS, hardening.UNSYNCED))
+    (status,) = unsynced["status"]["containerStatuses"]
+    assert not status["ready"] and status["restartCount"] == 0, status
+    code, reason = hardening.probe_answer(unsynced, "/readyz")
+    assert code == 503 and "caches not synced: " in reason, (code, reason)
+    assert hardening.probe_answer(unsynced, "/livez")[0] == 200
+    assert any(r == "Unhealthy" and m.startswith("Readiness probe failed") and "503" in m
+               for r, m in hardening.kubelet_events(kube, NS, hardening.UNSYNCED))
+    for pod in pods(kube, "controller"):
+        assert hardening.probe_answer(pod, "/readyz") == (200, "caches synced")
+        assert hardening.probe_answer(pod, "/livez")[0] == 200
+        assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    installed.figures["stalled controller replica: created to first restart (s)"] = round((
+        install.timestamp(stalled["status"]["containerStatuses"][0]["lastState"]["terminated"]
+                          ["finishedAt"])
+        - install.timestamp(stalled["metadata"]["creationTimestamp"])).total_seconds())
+    for name in (hardening.STALLED, hardening.UNSYNCED):
+        kube.delete(path("pods", NS, name))
+
+
+def test_every_compactor_pod_is_admitted_under_the_restricted_profile_with_its_own_token(
+        node: NodeCluster, kube: Kube, installed: Installed,
+        workload: tuple[dict[str, Any], str]) -> None:
+    """The namespace enforces the restricted Pod Security profile (a Pod breaking it is
+    refused), and every part ran there: webhook, controller, the scheduler's Deployment and the
+    descheduler's Job Pods the controller made, none refused. Each has the projected token of
+    an hour, for the API server's audience, bound to it, and not the kubelet's."""
+    labels = kube.get(path("namespaces", name=NS))["metadata"]["labels"]
+    assert labels[hardening.RESTRICTED] == "restricted", labels
+    refusal = hardening.refused_by_the_profile(kube, NS)
+    assert 'violates PodSecurity "restricted:latest"' in refusal, refusal
+    found = wait_for("a descheduler Job Pod beside the others", lambda: (
+        lambda ps: ps if any(p["metadata"]["labels"].get("app.kubernetes.io/component")
+                             == "descheduler" for p in ps) else None)([
+            p for p in kube.items(path("pods", NS)) if not p["metadata"].get(
+                "deletionTimestamp") and p["metadata"]["labels"].get(
+                "app.kubernetes.io/component") != "probe-test"]), READY, 1.0)
+    assert {p["metadata"]["labels"]["app.kubernetes.io/component"] for p in found} == {
+        "webhook", "controller", "scheduler", "descheduler"}
+    assert hardening.failed_creations(kube, NS) == []
+    lives = hardening.check_tokens(node, kube, NS, found)
+    installed.figures["token lifetime per running Pod (s)"] = lives
+
+
+def test_each_network_policy_selects_its_components_pods_and_the_ports_they_serve(
+        node: NodeCluster, kube: Kube, installed: Installed,
+        workload: tuple[dict[str, Any], str]) -> None:
+    """The API server admitted the four policies; each selects its component's Pods and no
+    other of the namespace; what it lets in is what those Pods listen on (each running Pod's
+    socket table; for the descheduler, whose runs have ended, the port its log says it
+    served on); what it lets out covers every connection the running Pods have open, all of
+    them to the API server (the harness serves it at the kubernetes Service's address, with no
+    kube-proxy in between). No network plugin here enforces them (docs/install.md)."""
+    policies = {p["metadata"]["name"]: p for p in kube.items(
+        path("networkpolicies", NS, api="apis/networking.k8s.io/v1"))}
+    components = ("webhook", "controller", "scheduler", "descheduler")
+    assert set(policies) == {f"compactor-{c}" for c in components}
+    running = [p for p in kube.items(path("pods", NS)) if not p["metadata"].get(
+        "deletionTimestamp") and p["status"].get("phase") in ("Running", "Succeeded")]
+    seen: dict[str, Any] = {}
+    checked: set[str] = set()
+    for pod in running:
+        name = pod["metadata"]["name"]
+        component = str((pod["metadata"].get("labels") or {}).get(
+            "app.kubernetes.io/component"))
+        chosen = [n for n, p in policies.items() if network_policies.selects(p, pod)]
+        # Another Pod of the namespace (a test's) is selected by none.
+        assert chosen == ([f"compactor-{component}"] if component in components else []), (
+            name, chosen)
+        if not chosen:
+            continue
+        policy = policies[chosen[0]]
+        opened = network_policies.ingress_ports(policy, pod)
+        if component != "descheduler":
+            served = network_policies.listening_ports(node.cgroup_root, pod)
+            peers = network_policies.outgoing(node.cgroup_root, pod)
+            assert peers and {address for address, _ in peers} == {SERVICE_IP}, (name, peers)
+            assert {("TCP", port) for _, port in peers} <= network_policies.egress_ports(
+                policy, pod), (name, peers)
+        elif pod["status"]["phase"] == "Succeeded":
+            log = kube.raw(path("pods", NS, name, sub="log")).text
+            served = {("TCP", int(m)) for m in re.findall(
+                r"Serving securely on \S*:(\d+)", log)}
+        else:
+            continue  # a run of the schedule under way: its log may not say so yet
+        assert opened == served, (name, opened, served)
+        seen[name] = sorted(port for _, port in opened)
+        checked.add(component)
+    assert checked == set(components)
+    installed.figures["NetworkPolicy ingress ports per Pod, as served"] = seen
 
 
 def _failed(metrics: str) -> tuple[float, float]:
@@ -512,7 +726,7 @@ def test_the_serving_certificate_rotates_without_a_restart_or_a_failed_admission
              READY, 1.0)
     names = {p["metadata"]["name"] for p in pods(kube, "controller")}
     wait_for("a leader among the new replicas", lambda: (
-        lambda h: h if h in names else None)(install.lease_holder(kube)), READY, 1.0)
+        lambda h: h if h in names else None)(install.lease_holder(kube, NS)), READY, 1.0)
 
 
 # --- figures ------------------------------------------------------------------------------
@@ -591,7 +805,7 @@ def _bytes(text: str) -> float:
 
 
 def test_image_size_and_memory(node: NodeCluster, kube: Kube, installed: Installed) -> None:
-    (archive,) = [a for a, tag in images().items() if tag == installed.image]
+    (archive,) = [a for a, tag in images().items() if tag == installed.tag]
     paths = node.containerd_paths
     usage = subprocess.run(
         [str(paths.bin_dir / "ctr"), f"--address={paths.socket}",

@@ -118,6 +118,32 @@ def test_suppression_duration_defaults_to_the_window_and_can_be_set() -> None:
     assert p.descheduler.suppression_duration == timedelta(hours=2)
 
 
+@pytest.mark.parametrize(("descheduler", "limit"), [
+    pytest.param({}, None, id="unset-no-limit"),
+    pytest.param({"maxEvictionsToFreeNode": None}, None, id="null-no-limit"),
+    pytest.param({"maxEvictionsToFreeNode": 0}, 0, id="zero-nothing-evicted"),
+    pytest.param({"maxEvictionsToFreeNode": 5}, 5, id="five"),
+])
+def test_max_evictions_to_free_node_defaults_to_no_limit(
+        descheduler: dict[str, Any], limit: int | None) -> None:
+    assert parse_policy(_policy({"descheduler": descheduler})
+                        ).descheduler.max_evictions_to_free_node == limit
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    pytest.param(-1, "must be at least 0, not -1", id="negative"),
+    pytest.param("3", "must be a whole number, not '3'", id="string"),
+    pytest.param(2.5, "must be a whole number, not 2.5", id="fraction"),
+    pytest.param(True, "must be a whole number, not True", id="bool"),
+    pytest.param(2**31, f"must be at most {2**31 - 1}, not {2**31}", id="above-int32"),
+])
+def test_a_bad_max_evictions_to_free_node_says_what_is_wrong(value: object,
+                                                             message: str) -> None:
+    (problem,) = validate_policy(_policy({"descheduler": {"maxEvictionsToFreeNode": value}}))
+    assert (problem.path, problem.message) == ("spec.descheduler.maxEvictionsToFreeNode",
+                                               message)
+
+
 INVALID = [
     ("interval-duration-30s", {"descheduler": {"interval": "30s"}}, "spec.descheduler.interval"),
     ("interval-duration-1m", {"descheduler": {"interval": "1m"}}, "spec.descheduler.interval"),

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from compaction import names
 from compaction.policy import DefaultEvictor
-from compaction.safety import Hold, eviction_hold
+from compaction.safety import Hold, eviction_hold, untouched
 from compaction.workload import WorkloadType
 from controller.snapshot.pod import PodInfo
 
@@ -69,3 +70,16 @@ def test_every_reason_has_a_case() -> None:
 def test_the_evictor_flags_allow_what_they_name(flags: dict[str, Any], over: dict[str, Any],
                                                 kind: WorkloadType) -> None:
     assert eviction_hold(replace(POD, **over), kind, replace(DefaultEvictor(), **flags)) is None
+
+
+def test_the_install_namespace_is_protected_wherever_compactor_is_installed() -> None:
+    """Installed in ``ops``: its Pods are held like kube-system's, and compactor-system is a
+    namespace like any other."""
+    protected = names.protected_namespaces("ops")
+    assert protected == {"kube-system", "ops"}
+    assert eviction_hold(replace(POD, namespace="ops"), DEPLOYMENT, DefaultEvictor(),
+                         protected) is Hold.PROTECTED_NAMESPACE
+    assert eviction_hold(replace(POD, namespace="compactor-system"), DEPLOYMENT,
+                         DefaultEvictor(), protected) is None
+    assert untouched("ops", False, None, protected) is Hold.PROTECTED_NAMESPACE
+    assert untouched("kube-system", False, None, protected) is Hold.PROTECTED_NAMESPACE

@@ -163,6 +163,22 @@ async def test_opted_out_namespace_is_skipped(api: FakeApi, hook: Harness) -> No
 
 
 @pytest.mark.asyncio
+async def test_the_webhooks_own_namespace_is_skipped_whichever_it_is(api: FakeApi) -> None:
+    """Installed in ``shop`` (its Service's namespace, from the downward API): the Pod that
+    would be patched there is Compactor's own namespace's, so it is left alone, even if the
+    webhook configuration's namespaceSelector let it through."""
+    settings = Settings.from_env({"COMPACTOR_WEBHOOK_SERVICE_NAMESPACE": "shop"})
+    assert settings.protected_namespaces == {"kube-system", "shop"}
+    webhook = Webhook(settings, reader=api)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=webhook.app),
+                                 base_url="http://webhook") as client:
+        resp = (await client.post("/mutate", content=review(pod()))).json()["response"]
+    assert resp["allowed"] is True and "patch" not in resp
+    assert webhook.metrics.registry.get_sample_value(
+        "compactor_admission_requests_total", {"outcome": "skipped"}) == 1
+
+
+@pytest.mark.asyncio
 async def test_opted_out_owner_is_skipped(api: FakeApi, hook: Harness) -> None:
     api.add("shop", DEPLOY, {"compactor.dev/intent": INTENT.render()},
             labels={"compactor.dev/ignore": "true"})

@@ -29,7 +29,7 @@ from tests.unit.controller.drain_planner.test_planner import GI, NOW, node, pod
 R_KS = Reason(Code.PROTECTED_NAMESPACE, "pod kube-system/dns is in kube-system")
 
 
-R_PDB = Reason(Code.PDB, "pdb shop/web allows 0 disruptions")
+R_PDB = Reason(Code.PDB, "PodDisruptionBudget shop/web allows 0 disruptions")
 
 
 R_DEST = Reason(Code.DESTINATION, "takes Pods of the nodes planned to drain first")
@@ -105,9 +105,11 @@ def test_savings_of_the_freed_nodes(prices: inputs.Prices, monthly: float | None
 def test_the_report_counts_moves_evictions_and_the_nodes_after() -> None:
     report = preview.build(Snapshot(nodes=tuple(NODES), pods=tuple(PODS)), (
         DrainPlan("p", ("n1", "n2", "n3"), ("n1", "n2"), moves=MOVED,
-                  unremovable=(Unremovable("n3", (R_KS, R_DEST)),)),))
+                  unremovable=(Unremovable("n3", (R_KS, R_DEST)),),
+                  costs={"n1": 1, "n2": 1}),))
+    # A node's evictions are the plan's cost (its placeholder moves without one).
     assert [(f.node, f.pods, f.evictions) for f in report.freeable] == [
-        ("n1", 2, 1), ("n2", 1, 1)]  # the placeholder moves without an eviction
+        ("n1", 2, 1), ("n2", 1, 1)]
     assert report.pods_to_move == 3 and report.evictions == 2
     assert report.stays == {"n3": (R_KS, R_DEST)}
     assert [h.code for h in report.held] == ["destination", "protected_namespace"]

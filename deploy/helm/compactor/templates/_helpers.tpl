@@ -26,13 +26,10 @@ app.kubernetes.io/component: {{ . }}
 {{- end }}
 
 {{/*
-Compactor's components name their namespace (the webhook skips it, the descheduler never
-evicts from it): refuse any other release namespace rather than install a half-protected copy.
+The release namespace, any one: the components read theirs from the downward API and protect it
+as kube-system (the webhook skips its Pods, the descheduler never evicts from it).
 */}}
 {{- define "compactor.namespace" -}}
-{{- if ne .Release.Namespace "compactor-system" -}}
-{{- fail (printf "Compactor installs into the namespace compactor-system, not %q: helm install ... -n compactor-system --create-namespace" .Release.Namespace) -}}
-{{- end -}}
 {{ .Release.Namespace }}
 {{- end }}
 
@@ -83,10 +80,13 @@ securityContext:
 {{/*
 The policy scan's (checkov's) findings on a component's Deployment that are by design, as the
 annotations checkov reads, each with why (docs/install.md lists them): .always, then those the
-values leave (no CPU limit, a pull policy other than Always, no digest).
+values leave (no NetworkPolicy, no CPU limit, a pull policy other than Always, no digest).
 */}}
 {{- define "compactor.scanSkips" -}}
 {{- $skips := .always }}
+{{- if not .root.Values.networkPolicy.enabled }}
+{{- $skips = append $skips "CKV2_K8S_6=networkPolicy.enabled is false: no NetworkPolicy of the chart selects its Pods" }}
+{{- end }}
 {{- if not (dig "limits" "cpu" "" .resources) }}
 {{- $skips = append $skips .cpu }}
 {{- end }}
@@ -94,14 +94,31 @@ values leave (no CPU limit, a pull policy other than Always, no digest).
 {{- if ne $pull "Always" }}
 {{- $skips = append $skips (printf "CKV_K8S_15=%s: the image is a fixed tag or a digest, and Always makes every start depend on the registry" $pull) }}
 {{- end }}
-{{- $skips = append $skips "CKV_K8S_38=it calls the API server with its ServiceAccount token" }}
 {{- if not .root.Values.image.digest }}
-{{- $skips = append $skips "CKV_K8S_43=not yet pinned: no image is published; set a digest when installing (docs/install.md)" }}
+{{- $skips = append $skips "CKV_K8S_43=no image of Compactor's is published, so none has a digest to pin here: pin the one you build (docs/install.md)" }}
 {{- end -}}
 annotations:
   {{- range $i, $s := $skips }}
   checkov.io/skip{{ add1 $i }}: {{ $s | quote }}
   {{- end }}
+{{- end }}
+
+{{/*
+The ServiceAccount token, as deploy/ mounts it instead of the kubelet's (automountServiceAccountToken
+false): projected where the kubelet would put it, valid for an hour, for the API server's audience,
+bound to the Pod.
+*/}}
+{{- define "compactor.apiAccessMount" -}}
+- {name: api-access, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
+{{- end }}
+
+{{- define "compactor.apiAccessVolume" -}}
+- name: api-access
+  projected:
+    sources:
+      - serviceAccountToken: {path: token, expirationSeconds: 3600}
+      - configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}
+      - downwardAPI: {items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]}
 {{- end }}
 
 {{- define "compactor.spread" -}}

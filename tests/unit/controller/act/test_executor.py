@@ -244,3 +244,35 @@ async def test_every_answer_to_a_write_is_observed() -> None:
     await executor.execute(Plan((Patch("/p", {}, Target.POD), Apply("/cm", cm, "d"),
                                  WriteStatus("/s", {}))), Memory(), NOW)
     assert seen == ["patched", "ConfigMap", "patched"]
+
+
+EVENTS = "/api/v1/namespaces/default/events"
+SAID_AGAIN = RecordEvent("default", {"kind": "Event", "count": 3,
+                                     "lastTimestamp": "2026-12-01T12:00:00Z"}, repeats="n1.ab")
+
+
+@pytest.mark.parametrize(("fail", "calls"), [
+    pytest.param({}, [("patch-merge", f"{EVENTS}/n1.ab")], id="its-count-moves"),
+    pytest.param({f"{EVENTS}/n1.ab": 404}, [("patch-merge", f"{EVENTS}/n1.ab"),
+                                            ("create", EVENTS)], id="gone-so-made-anew"),
+])
+@pytest.mark.asyncio
+async def test_an_event_said_again_moves_its_count_as_client_go_does(
+        fail: dict[str, int], calls: list[tuple[str, str]]) -> None:
+    """The API stand-in records the writes: a repeated Event is patched, not created."""
+    api = RecordingApi(fail=fail)
+    seen: list[object] = []
+    summary, _ = await Executor(api, ControllerMetrics(), observe=seen.append).execute(
+        Plan((SAID_AGAIN,)), Memory(), NOW)
+    assert api.calls == calls and summary.errors == [] and len(seen) == 1
+    assert SAID_AGAIN.again == {"count": 3, "lastTimestamp": "2026-12-01T12:00:00Z"}
+
+
+@pytest.mark.asyncio
+async def test_a_named_event_that_exists_already_counts_as_said() -> None:
+    """A pass whose last write the caches had not shown yet: the create answers 409."""
+    api = RecordingApi(fail={EVENTS: 409})
+    keyed = RecordEvent("default", {"kind": "Event"}, key="k")
+    summary, memory = await Executor(api, ControllerMetrics()).execute(
+        Plan((keyed,)), Memory(), NOW)
+    assert summary.errors == [] and memory.recently("k", NOW)

@@ -7,7 +7,7 @@ from controller.act.metrics import ControllerMetrics
 from controller.drain_planner.drain_plan import DrainPlan, Unremovable
 from controller.drain_planner.reasons import Code, Reason
 
-PDB = Reason(Code.PDB, "pdb shop/web allows 0 disruptions")
+PDB = Reason(Code.PDB, "PodDisruptionBudget shop/web allows 0 disruptions")
 FIT = Reason(Code.DOES_NOT_FIT, "pod shop/x does not fit elsewhere: cpu 600m")
 
 

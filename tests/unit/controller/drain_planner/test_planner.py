@@ -218,7 +218,7 @@ def test_a_pdb_allowing_no_disruption_blocks_and_one_allowing_some_does_not() ->
     pods = [*DENSE, pod("s1", "sparse", labels={"app": "payments"})]
     sel = LabelSelector((requirement("app", Operator.IN, "payments"),))
     tight = _plan([node("dense"), node("sparse")], pods, pdbs=[PdbInfo("shop", "pay", sel, 0)])
-    assert "pdb shop/pay allows 0 disruptions" in _reasons(tight, "sparse")
+    assert "PodDisruptionBudget shop/pay allows 0 disruptions" in _reasons(tight, "sparse")
     loose = _plan([node("dense"), node("sparse")], pods, pdbs=[PdbInfo("shop", "pay", sel, 1)])
     assert loose.freeable == ("sparse",)
     other_ns = _plan([node("dense"), node("sparse")], pods,
@@ -439,7 +439,7 @@ def test_candidates_go_fewest_pods_first_and_the_budget_bounds_the_drains() -> N
 def test_thresholds_and_number_of_nodes_keep_their_reference_meaning() -> None:
     pods = [pod("d1", "dense", 1), pod("s1", "sparse", 3.5)]
     plan = _plan([node("dense"), node("sparse")], pods)
-    assert any(r.startswith("above the thresholds") for r in _reasons(plan, "sparse"))
+    assert "above the 80% CPU threshold" in _reasons(plan, "sparse")
     gated = _policy(highNodeUtilization={"numberOfNodes": 2, "thresholds": {
         "cpu": 80, "memory": 80, "pods": 80}})
     plan = _plan([node("dense"), node("sparse")], [*DENSE, pod("s1", "sparse")], policy=gated)

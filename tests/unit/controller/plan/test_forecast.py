@@ -25,14 +25,16 @@ def test_each_plan_is_played_out_and_the_next_made_until_nothing_more_is_freed()
         seen.append(set(where.values()))
         if where["a"] == "n0":  # the first pass frees n0 and holds n1 back
             return [DrainPlan("p", freeable=("n0",), draining=("n0",),
-                              moves={("shop", "a"): "n2"})]
+                              moves={("shop", "a"): "n2"}, costs={"n0": 1})]
         if where["b"] == "n1":
-            return [DrainPlan("p", freeable=("n1",), moves={("shop", "b"): "n2"})]
+            return [DrainPlan("p", freeable=("n1",), moves={("shop", "b"): "n2"},
+                              costs={"n1": 1})]
         return [DrainPlan("p")]
 
     (plan,) = eventually(choose, pods)
     assert plan.freeable == ("n0", "n1") and plan.draining == ("n0",)
     assert plan.moves == {("shop", "a"): "n2", ("shop", "b"): "n2"}
+    assert plan.costs == {"n0": 1, "n1": 1}  # each node's cost, from the plan that frees it
     assert seen == [{"n0", "n1", "n2"}, {"n1", "n2"}, {"n2"}]
     assert [p.node_name for p in played_out(pods, [plan])] == ["n2", "n2", "n2"]
 
@@ -43,5 +45,6 @@ def test_the_nodes_the_replacements_empty_are_freed_by_the_policy_whose_pods_lef
     plans = [DrainPlan("p", nodes_in_use=("n1",)), DrainPlan("q", nodes_in_use=("n1",))]
     p, q = with_replacements(before, after, plans, {("shop", "a"): "p"})
     assert p.freeable == ("n0",) and p.moves == {("shop", "a"): "n1"}
+    assert p.costs == {"n0": 1}  # the replacement was an eviction
     assert p.nodes_in_use == ("n0", "n1")
     assert q == plans[1]

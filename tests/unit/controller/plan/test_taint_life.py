@@ -131,29 +131,6 @@ def test_a_dry_run_shows_the_plan_and_taints_nothing() -> None:
     assert added["value"][0]["effect"] == "PreferNoSchedule"
 
 
-def _unremovable_events(p: Plan) -> list[RecordEvent]:
-    return [a for a in p.of(RecordEvent) if a.body["reason"] == "NodeNotConsolidatable"]
-
-
-def test_why_a_node_cannot_be_freed_is_recorded_at_most_hourly() -> None:
-    untainted = (NodeInfo("dense", {}, ALLOCATABLE), NodeInfo("sparse", {}, ALLOCATABLE))
-    # The policy's Pod on "sparse" fits nowhere else: both nodes are too full for the other.
-    pods = (_pod("d1", "dense", 3000), _pod("s1", "sparse", 1500))
-    policies = (_policy(descheduler={"highNodeUtilization": {"thresholds": {
-        "cpu": 80, "memory": 80, "pods": 80}}}),)
-    first = _unremovable_events(_pass(pods, untainted, policies))
-    assert {e.body["involvedObject"]["name"] for e in first} >= {"sparse", "p"}
-    assert all(e.key for e in first) and "does not fit" in first[0].body["message"]
-    memory = Memory()
-    for e in first:  # what the executor notes once it has recorded them
-        memory = memory.noted(e.key, NOW)
-    later = NOW + datetime.timedelta(minutes=59)
-    assert _unremovable_events(_pass(pods, untainted, policies, memory, later)) == []
-    hour = NOW + datetime.timedelta(minutes=61)
-    again = _unremovable_events(_pass(pods, untainted, policies, memory, hour))
-    assert [e.key for e in again] == [e.key for e in first]
-
-
 def _untainted() -> tuple[NodeInfo, ...]:
     return (NodeInfo("dense", {}, ALLOCATABLE, uid="n-dense"),
             NodeInfo("sparse", {}, ALLOCATABLE, uid="n-sparse"))

@@ -143,3 +143,32 @@ async def test_a_list_whose_snapshot_expired_midway_is_listed_again_once_not_twi
     with pytest.raises(ApiError) as e:
         await Reader(ExpiringApi(expiries=2)).read()
     assert e.value.status == 410
+
+
+class EventsApi(RecordingApi):
+    """Answers the list of Events in ``default`` with one about a Node and one about a
+    policy, and records the label selector it was asked with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selectors: dict[str, str | None] = {}
+
+    async def list(self, path: str, label_selector: str | None = None
+                   ) -> tuple[list[dict[str, Any]], str]:
+        self.selectors[path] = label_selector
+        if path != "/api/v1/namespaces/default/events":
+            return await super().list(path, label_selector)
+        about = [("Node", "n1"), ("ClusterCompactionPolicy", "p")]
+        return [{"metadata": {"name": f"{name}.1", "resourceVersion": "5"},
+                 "involvedObject": {"kind": kind, "name": name, "uid": "u"},
+                 "reason": "NodeKept", "message": "m", "count": 2} for kind, name in about], "5"
+
+
+@pytest.mark.asyncio
+async def test_what_the_controller_told_on_nodes_is_read_back_by_its_own_label() -> None:
+    api = EventsApi()
+    snapshot = await Reader(api).read()
+    assert api.selectors["/api/v1/namespaces/default/events"] == (
+        "app.kubernetes.io/managed-by=compactor")
+    assert [(e.node, e.reason, e.count, e.resource_version) for e in snapshot.node_events] == [
+        ("n1", "NodeKept", 2, "5")]
