@@ -166,6 +166,15 @@ class Chaos:
             kube.create(path("deployments", ns), deployment(name, replicas, "static", "5m",
                                                             "8Mi", env, notes))
         wait_for("every Pod running", self._all_running, timeout=300, interval=1)
+        # The runtime hook replaces no Pod whose replacement would come back to its node (a
+        # tie counts as one): a static node half full, joining once every Pod runs, is where
+        # the compaction scheduler would put the looping Pod's replacement.
+        self.cluster.add_nodes(kube, ["static-half"], shape,
+                               labels={"chaos.compactor.test/pool": "static"})
+        kube.create(path("pods", "kube-system"), {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "static-half-filler"},
+            "spec": {"nodeName": "static-half", "containers": [{
+                "name": "c", "image": "pause", "resources": {"requests": {"cpu": "4"}}}]}})
         wait_for("the looping workload suppressed", self._loop_suppressed, timeout=180,
                  interval=1)
         self.timeline = PodTimeline(self.cluster.credentials,
