@@ -79,10 +79,15 @@ def test_nothing_protected_moves_and_no_budget_is_violated(compaction: RealNodeR
     assert before == after
 
 
-def test_every_managed_pod_ends_on_the_compaction_scheduler(compaction: RealNodeRun) -> None:
+def test_every_replaced_pod_ends_on_the_compaction_scheduler(compaction: RealNodeRun) -> None:
+    """The runtime hook leaves alone a Pod whose replacement would come back to its node: it
+    keeps its scheduler, and the controller labels it in place. Every replacement is the
+    compaction scheduler's."""
     managed = [p for p in compaction.outcome.after if p.managed]
-    assert managed
-    assert {p.scheduler for p in managed} == {names.MANAGED_SCHEDULER}
+    before = {p.uid for p in compaction.outcome.before}
+    replaced = [p for p in managed if p.uid not in before]
+    assert replaced
+    assert {p.scheduler for p in replaced} == {names.MANAGED_SCHEDULER}
     assert {p.policy_label for p in managed} == {POLICY}
 
 
