@@ -19,9 +19,8 @@ from controller.drain_planner.scoring import (
     most_allocated_score,
     nonzero,
 )
-from controller.drain_planner.sim_node import SimNode, needs_of
+from controller.drain_planner.sim_node import SimNode, admits, needs_of, shape
 from controller.drain_planner.simulated_cluster import Cluster
-from controller.snapshot.constraints import tolerated
 from controller.snapshot.pod import PodInfo
 
 
@@ -37,9 +36,8 @@ def _key(cluster: Cluster, node: SimNode, pod: PodInfo) -> tuple[int, int]:
 def _offers(cluster: Cluster, node: SimNode, pod: PodInfo) -> bool:
     """``node`` as it is now admits ``pod`` and has room for it."""
     free = cluster.initial[node.info.name][0]
-    return (pod.constraints.admits(node.info.name, node.info.labels)
-            and tolerated(node.info.taints, pod.constraints.tolerations) is None
-            and all(free.get(r, 0) >= amount for r, amount in needs_of(pod).items()))
+    return admits(pod, node) and all(free.get(r, 0) >= amount
+                                     for r, amount in needs_of(pod).items())
 
 
 def attracting(cluster: Cluster, leaving: Mapping[str, Sequence[PodInfo]],
@@ -50,8 +48,7 @@ def attracting(cluster: Cluster, leaving: Mapping[str, Sequence[PodInfo]],
     groups: dict[tuple[object, ...], list[SimNode]] = {}
     for name in later:
         node = cluster.nodes[name]
-        groups.setdefault((tuple(sorted(node.info.allocatable.items())), node.info.taints),
-                          []).append(node)
+        groups.setdefault(shape(node), []).append(node)
     for group in groups.values():
         group.sort(key=lambda n: _key(cluster, n, PodInfo("", "", "")))
     out: dict[str, Reason] = {}

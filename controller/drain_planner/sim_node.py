@@ -107,6 +107,19 @@ def fits(pod: PodInfo, needs: Mapping[str, int], node: SimNode) -> bool:
         return False
     return not (node.repels or constraints.anti_affinity) or not _repelled(pod, node)
 
+
+def admits(pod: PodInfo, node: SimNode) -> bool:
+    """``pod``'s selectors, required node affinity and tolerations let it onto ``node``,
+    whatever room the node has."""
+    return (pod.constraints.admits(node.info.name, node.info.labels)
+            and tolerated(node.info.taints, pod.constraints.tolerations) is None)
+
+
+def shape(node: SimNode) -> tuple[object, ...]:
+    """What makes nodes alike to the scheduler but for what they hold: allocatable, taints."""
+    return (tuple(sorted(node.info.allocatable.items())), node.info.taints)
+
+
 def _repelled(pod: PodInfo, node: SimNode) -> bool:
     """Required anti-affinity on the hostname, both ways."""
     for other in node.pods:

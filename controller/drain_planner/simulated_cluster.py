@@ -28,6 +28,7 @@ from controller.drain_planner.scoring import (
 )
 from controller.drain_planner.sim_node import (
     SimNode,
+    admits,
     fits,
     holds,
     index_in,
@@ -37,6 +38,7 @@ from controller.drain_planner.sim_node import (
     needs_of,
     promote,
     rank,
+    shape,
 )
 from controller.drain_planner.taint import drain_owner
 from controller.snapshot.constraints import UNCONSTRAINED, Effect, tolerated
@@ -108,8 +110,7 @@ class Cluster:
         free: dict[tuple[object, ...], list[SimNode]] = {}
         for sim in self.nodes.values():
             if sim.open and not sim.hosts:
-                free.setdefault((tuple(sorted(sim.info.allocatable.items())), sim.info.taints),
-                                []).append(sim)
+                free.setdefault(shape(sim), []).append(sim)
         self._free = [sorted(group, key=lambda s: (-most_allocated_score(
             s.scored, s.info.allocatable), s.info.name)) for group in free.values()]
 
@@ -236,9 +237,7 @@ class Cluster:
     def shortfall(self, pod: PodInfo, exclude: str, pool: LabelSelector) -> str:
         """Why ``pod`` fits no destination, for a person: the first resource short everywhere
         it could go, or its constraints."""
-        admitting = [n for n in self.destinations(exclude, pool)
-                     if pod.constraints.admits(n.info.name, n.info.labels)
-                     and tolerated(n.info.taints, pod.constraints.tolerations) is None]
+        admitting = [n for n in self.destinations(exclude, pool) if admits(pod, n)]
         if not admitting:
             return "no other node in use admits it (pool, nodeSelector, affinity or taints)"
         for resource, amount in sorted(needs_of(pod).items()):
@@ -317,9 +316,7 @@ class Cluster:
     def nowhere_else(self, pod: PodInfo, source: str) -> bool:
         """No other node that takes Pods admits ``pod`` (its selectors, affinity and taints),
         whatever their room."""
-        return not any(n.open and n.info.name != source
-                       and pod.constraints.admits(n.info.name, n.info.labels)
-                       and tolerated(n.info.taints, pod.constraints.tolerations) is None
+        return not any(n.open and n.info.name != source and admits(pod, n)
                        for n in self.nodes.values())
 
     def keep(self, name: str) -> None:
@@ -342,8 +339,7 @@ class Cluster:
             if self._receives(node):
                 self._unlist(node)
             self.emptied.add(name)
-            insort(self._emptied_by.setdefault((tuple(sorted(node.info.allocatable.items())),
-                                                node.info.taints), []), node, key=rank)
+            insort(self._emptied_by.setdefault(shape(node), []), node, key=rank)
 
     def _receives(self, node: SimNode) -> bool:
         """Whether ``node`` is a destination (``destinations``, whatever the source) with
