@@ -57,7 +57,7 @@ from controller.drain_planner.taint import drain_owner, tolerates_drain
 from controller.snapshot.constraints import Taint
 from controller.snapshot.fields import parse_time
 from controller.snapshot.node import NodeInfo
-from controller.snapshot.pdb import PdbInfo
+from controller.snapshot.pdb import PdbInfo, by_namespace
 from controller.snapshot.pod import PodInfo
 
 MAX_REPLANS: Final = 3  # plans per pass while a node freed later draws a drain's Pod
@@ -119,13 +119,13 @@ def _scopes(policies: Sequence[tuple[Policy, LabelSelector]], cluster: Cluster
 
 
 def _site(node: SimNode, scopes: Mapping[str, Scope],
-          members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
+          members: Mapping[tuple[str, str], Member], pdbs: Mapping[str, Sequence[PdbInfo]],
           tolerant: dict[int, bool], protected: frozenset[str]) -> _Site:
     """``tolerant``: whether a Pod's constraints tolerate the drain taint, by its identity, filled
     as they are met. The snapshot shares one Constraints among the Pods with the same
     constraints, and every Pod outlives the plan (so no id is reused while it runs).
-    ``protected``: the namespaces whose Pods are never evicted (``names.protected_namespaces``
-    of the install namespace)."""
+    ``pdbs``: the budgets, by namespace (``by_namespace``). ``protected``: the namespaces
+    whose Pods are never evicted (``names.protected_namespaces`` of the install namespace)."""
     site = _Site(node)
     for pod in node.pods:
         if pod.daemon or pod.mirror or pod.deleting:  # a Terminating Pod leaves by itself
@@ -148,7 +148,7 @@ def _site(node: SimNode, scopes: Mapping[str, Scope],
         tolerates = tolerant.get(id(pod.constraints))
         if tolerates is None:
             tolerates = tolerant[id(pod.constraints)] = tolerates_drain(pod.constraints.tolerations)
-        reason = blocker(pod, member, scope, pdbs, tolerates, protected)
+        reason = blocker(pod, member, scope, pdbs.get(pod.namespace, ()), tolerates, protected)
         # Scopes are keyed by policy id: the member's policy is its scope's id.
         site.stakeholders.add(member.policy)
         if reason is not None:
@@ -244,7 +244,8 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
     scopes = _scopes(policies, cluster)
     considered = set().union(*(s.nodes for s in scopes.values())) if scopes else set()
     tolerant: dict[int, bool] = {}
-    sites = {name: _site(cluster.nodes[name], scopes, members, pdbs, tolerant, protected)
+    budgets = by_namespace(pdbs)
+    sites = {name: _site(cluster.nodes[name], scopes, members, budgets, tolerant, protected)
              for name in sorted(considered)}
     tainted = {n.info.name: t for n in cluster.nodes.values()
                if (t := drain_owner(n.info)) is not None}
@@ -259,7 +260,7 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
 
     # The drains under way come first: kept while the plan holds.
     for name, taint in sorted(tainted.items()):
-        site = sites.get(name) or _site(cluster.nodes[name], scopes, members, pdbs, tolerant,
+        site = sites.get(name) or _site(cluster.nodes[name], scopes, members, budgets, tolerant,
                                         protected)
         sites[name] = site
         governing = _governing(site, scopes)

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from compaction import quantity
-from controller.drain_planner.sim_node import SimNode
-from controller.snapshot.constraints import Effect, Taint, Toleration
+from controller.drain_planner.sim_node import SimNode, fits
+from controller.snapshot.constraints import UNCONSTRAINED, Effect, Taint, Toleration
 from controller.snapshot.pod import PodInfo
 
 MAX_SCORE: Final = 100
@@ -60,6 +60,12 @@ def intolerable_soft_taints(taints: Sequence[Taint], tolerations: Sequence[Toler
                and not any(t.tolerates(taint) for t in tolerations))
 
 
+def minds_every_soft_taint(tolerations: Sequence[Toleration]) -> bool:
+    """No toleration matches a PreferNoSchedule taint: every soft taint counts against a node
+    (the API server's default tolerations, for one, match NoExecute only)."""
+    return not any(t.effect in ("", Effect.PREFER_NO_SCHEDULE) for t in tolerations)
+
+
 def scheduler_key(node: SimNode, pod: PodInfo, extra_soft: int = 0,
                   leaving_pod: bool = False) -> tuple[int, int]:
     """How the profile ranks ``node`` for ``pod``, least first: its intolerable soft taints
@@ -77,7 +83,61 @@ def scheduler_key(node: SimNode, pod: PodInfo, extra_soft: int = 0,
 def book(node: SimNode, pod: PodInfo, needs: Mapping[str, int], sign: int) -> None:
     """Take (1) or give back (-1) what ``pod`` holds on ``node``: its requests, and what the
     scheduler scores of them."""
+    free = node.free
     for r, amount in needs.items():
-        node.free[r] = node.free.get(r, 0) - sign * amount
-    cpu, memory = nonzero(pod.requests)
-    node.scored = (node.scored[0] + sign * cpu, node.scored[1] + sign * memory)
+        free[r] = free.get(r, 0) - sign * amount
+    requests = pod.requests  # ``nonzero``, written out: this runs once per Pod per plan
+    scored = node.scored
+    node.scored = (scored[0] + sign * (requests.get("cpu") or DEFAULT_CPU),
+                   scored[1] + sign * (requests.get("memory") or DEFAULT_MEMORY))
+
+
+def choice(pod: PodInfo, needs: Mapping[str, int], ordered: Sequence[SimNode],
+           skip: SimNode | None = None) -> SimNode | None:
+    """The node the compaction scheduler would pick: feasible, most allocated.
+    ``ordered`` holds the destinations, most allocated first; ``skip`` is none of them.
+    A Pod without constraints takes the first that fits: scanning stops there, so a move
+    reads only the head of its pool's destinations."""
+    tolerations = pod.constraints.tolerations
+    if pod.constraints is UNCONSTRAINED or pod.constraints.tolerations_only:
+        # TaintToleration outweighs every other score: the first that fits without a soft
+        # taint the Pod minds wins; else the fewest such taints, most allocated first.
+        # Most Pods tolerate no soft taint at all: then every node with one ranks below
+        # every node without, and is read only when none of those fits.
+        minds_all = minds_every_soft_taint(tolerations)
+        fewest: tuple[int, SimNode] | None = None
+        passed = False
+        for n in ordered:
+            if n is skip:
+                continue
+            if n.soft_taints:
+                if minds_all:
+                    passed = True
+                    continue
+                minded = intolerable_soft_taints(n.info.taints, tolerations)
+                if minded:
+                    if (fewest is None or minded < fewest[0]) and fits(pod, needs, n):
+                        fewest = (minded, n)
+                    continue
+            if fits(pod, needs, n):
+                return n
+        if passed:
+            for n in ordered:
+                if n is not skip and n.soft_taints and fits(pod, needs, n):
+                    minded = intolerable_soft_taints(n.info.taints, ())
+                    if fewest is None or minded < fewest[0]:
+                        fewest = (minded, n)
+        return None if fewest is None else fewest[1]
+    best: tuple[int, float, str] | None = None
+    chosen: SimNode | None = None
+    for node in ordered:
+        if node is skip or not fits(pod, needs, node):
+            continue
+        requested = {r: node.info.allocatable.get(r, 0) - node.free.get(r, 0) + needs.get(r, 0)
+                     for r in ("cpu", "memory")}
+        key = (intolerable_soft_taints(node.info.taints, tolerations)
+               if node.soft_taints else 0,
+               -most_allocated(requested, node.info.allocatable), node.info.name)
+        if best is None or key < best:
+            best, chosen = key, node
+    return chosen

@@ -21,8 +21,7 @@ from compaction.selector import LabelSelector
 from controller.drain_planner.reasons import Code, Reason
 from controller.drain_planner.scoring import (
     book,
-    intolerable_soft_taints,
-    most_allocated,
+    choice,
     most_allocated_score,
     scheduler_key,
 )
@@ -41,7 +40,7 @@ from controller.drain_planner.sim_node import (
     shape,
 )
 from controller.drain_planner.taint import drain_owner
-from controller.snapshot.constraints import UNCONSTRAINED, Effect, tolerated
+from controller.snapshot.constraints import Effect, tolerated
 from controller.snapshot.node import NodeInfo
 from controller.snapshot.pod import PodInfo
 
@@ -170,40 +169,8 @@ class Cluster:
 
     fits = staticmethod(fits)
 
-    def place(self, pod: PodInfo, needs: Mapping[str, int], ordered: Iterable[SimNode],
-              skip: SimNode | None = None) -> SimNode | None:
-        """The node the compaction scheduler would pick: feasible, most allocated.
-        ``ordered`` holds the destinations, most allocated first; ``skip`` is none of them.
-        A Pod without constraints takes the first that fits: scanning stops there, so a move
-        reads only the head of its pool's destinations."""
-        tolerations = pod.constraints.tolerations
-        if pod.constraints is UNCONSTRAINED or pod.constraints.tolerations_only:
-            # TaintToleration outweighs every other score: the first that fits without a soft
-            # taint the Pod minds wins; else the fewest such taints, most allocated first.
-            fewest: tuple[int, SimNode] | None = None
-            for n in ordered:
-                if n is skip or not self.fits(pod, needs, n):
-                    continue
-                minded = intolerable_soft_taints(n.info.taints, tolerations) \
-                    if n.soft_taints else 0
-                if not minded:
-                    return n
-                if fewest is None or minded < fewest[0]:
-                    fewest = (minded, n)
-            return None if fewest is None else fewest[1]
-        best: tuple[int, float, str] | None = None
-        chosen: SimNode | None = None
-        for node in ordered:
-            if node is skip or not self.fits(pod, needs, node):
-                continue
-            requested = {r: node.info.allocatable.get(r, 0) - node.free.get(r, 0) + needs.get(r, 0)
-                         for r in ("cpu", "memory")}
-            key = (intolerable_soft_taints(node.info.taints, tolerations)
-                   if node.soft_taints else 0,
-                   -most_allocated(requested, node.info.allocatable), node.info.name)
-            if best is None or key < best:
-                best, chosen = key, node
-        return chosen
+    # The node the compaction scheduler would pick (``scoring.choice``).
+    place = staticmethod(choice)
 
     def _rival(self, pod: PodInfo, needs: Mapping[str, int], target: SimNode,
                source: SimNode) -> SimNode | None:

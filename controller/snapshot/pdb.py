@@ -39,6 +39,15 @@ def eviction_refused(pod: PodInfo, pdbs: Iterable[PdbInfo]) -> PdbInfo | tuple[P
     return None
 
 
+def by_namespace(pdbs: Iterable[PdbInfo]) -> dict[str, tuple[PdbInfo, ...]]:
+    """The budgets per namespace: a budget covers only the Pods of its own, so a plan reads
+    each Pod against those alone, not against every budget in the cluster."""
+    grouped: dict[str, list[PdbInfo]] = {}
+    for pdb in pdbs:
+        grouped.setdefault(pdb.namespace, []).append(pdb)
+    return {namespace: tuple(group) for namespace, group in grouped.items()}
+
+
 def parse_pdb(obj: Mapping[str, Any]) -> PdbInfo:
     m = meta(obj)
     raw = section(obj, "spec").get("selector")

@@ -171,3 +171,38 @@ def test_the_key_reads_every_field_of_a_pod_a_node_and_a_member() -> None:
         value = getattr(member, f.name)
         change = {f.name: WorkloadType.STATEFUL_SET if f.name == "kind" else _changed(value)}
         assert _key(members={POD.key: dataclasses.replace(member, **change)}) != base, f.name
+
+
+SOFT = (Taint("dedicated", "batch", "PreferNoSchedule"), Taint("spot", "", "PreferNoSchedule"))
+SOFT_TOLERATIONS = (
+    (),
+    (Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),),
+    (Toleration("dedicated", "Equal", "batch", "PreferNoSchedule"),),
+    (Toleration("spot", "Exists"),),
+    (Toleration("", "Exists"),))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(data=st.data())
+def test_place_takes_the_fewest_minded_soft_taints_then_the_first_in_rank_order(
+        data: st.DataObject) -> None:
+    """``place``'s shortcuts (nodes with a soft taint read only when the Pod could mind none
+    of it) choose what reading every node would: the feasible node with the fewest soft
+    taints the Pod does not tolerate, the first in rank order among those."""
+    nodes = [node(f"n{i}", cpu=data.draw(st.sampled_from([1, 2, 4])),
+                  taints=[t for t in SOFT if data.draw(st.booleans())]) for i in range(6)]
+    pods = [pod(f"p{i}", data.draw(st.sampled_from([n.name for n in nodes])),
+                data.draw(st.sampled_from([0.25, 0.5, 1])))
+            for i in range(data.draw(st.integers(0, 12)))]
+    sim = Cluster(nodes, pods)
+    ordered = sorted(sim.nodes.values(), key=rank)
+    skip = data.draw(st.sampled_from([None, *ordered]))
+    tolerations = data.draw(st.sampled_from(SOFT_TOLERATIONS))
+    mover = pod("mover", "elsewhere", data.draw(st.sampled_from([0.25, 1, 2])),
+                constraints=Constraints(tolerations=tolerations))
+    needs = {**mover.requests, "pods": 1000}
+    feasible = [n for n in ordered if n is not skip and sim.fits(mover, needs, n)]
+    minded = [sum(1 for t in n.info.taints if not any(x.tolerates(t) for x in tolerations))
+              for n in feasible]
+    expected = feasible[minded.index(min(minded))] if feasible else None
+    assert sim.place(mover, needs, ordered, skip) is expected
