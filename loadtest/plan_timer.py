@@ -1,8 +1,9 @@
 """One checkout's drain plan timed on pickled snapshots: ``loadtest.planner`` runs this file by
 path, in a child process with the checkout to time first on ``PYTHONPATH``, so that an earlier
 commit's planner is timed on the very clusters this one is. Prints, as JSON, each snapshot's
-timings in seconds (the pass's ``plan()`` with nothing to reuse, its drain plan timed where
-the pass calls it), after one untimed plan of each."""
+timings in CPU seconds, as ``loadtest.planner`` times its own (the pass's ``plan()`` with
+nothing to reuse, its drain plan timed where the pass calls it), after one untimed plan of
+each."""
 
 from __future__ import annotations
 
@@ -30,11 +31,11 @@ def main() -> None:
     times: list[float] = []
 
     def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
+        started = time.process_time()
         try:
             return original(*args, **kwargs)
         finally:
-            times.append(time.perf_counter() - started)
+            times.append(time.process_time() - started)
 
     drain_memo.reuse_or_choose = timed
     out: dict[str, list[float]] = {}

@@ -83,7 +83,7 @@ def blocker(pod: PodInfo, member: Member, scope: Scope, pdbs: Sequence[PdbInfo],
     if refusal is Refusal.SUPPRESSED:
         code, text = _REFUSED[refusal]
         return Reason(code, f"{who(pod)} {text}")
-    refused = eviction_refused(pod, pdbs)
+    refused = eviction_refused(pod, pdbs) if pdbs else None
     if isinstance(refused, tuple):
         return Reason(Code.MULTIPLE_PDBS, f"{who(pod)} is matched by PodDisruptionBudgets "
                       f"{', '.join(f'{p.namespace}/{p.name}' for p in refused)}: the Eviction "
