@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from localcluster.cluster.control_plane import tools_bin
-from localcluster.node import kubelet, netns
+from localcluster.node import kube_router, kubelet, netns
 from localcluster.node.cluster import node_bin
 
 _INSIDE = "--inside"
@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
     if not inside:
         # The namespace has no network: build (or find) the binaries first, out here.
         env = {**os.environ, netns.OUTER_ENV: str(netns.current()),
-               "COMPACTOR_TOOLS_BIN": str(tools_bin()), "COMPACTOR_NODE_BIN": str(node_bin())}
+               "COMPACTOR_TOOLS_BIN": str(tools_bin()), "COMPACTOR_NODE_BIN": str(node_bin()),
+               kube_router.BIN_ENV: str(kube_router.bin_dir())}
         inner = [sys.executable, "-m", "localcluster.node", _INSIDE, "--", *argv]
         return subprocess.run(netns.unshare_argv(inner), check=False, env=env).returncode
     netns.setup_inside()

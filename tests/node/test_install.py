@@ -15,6 +15,7 @@ figures unless the run was alone.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import json
@@ -40,7 +41,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from localcluster import Kube
 from localcluster.cluster import scrape
 from localcluster.cluster.kube import ApiError, path, wait_for
-from localcluster.node import containerd, install, kubelet
+from localcluster.node import containerd, install, kube_router, kubelet
 from localcluster.node.cluster import KWOK_TOLERATION, SERVICE_IP, NodeCluster
 from tests.node import hardening, network_policies
 from tests.node.conftest import image, images
@@ -595,7 +596,8 @@ def test_each_network_policy_selects_its_components_pods_and_the_ports_they_serv
     socket table; for the descheduler, whose runs have ended, the port its log says it
     served on); what it lets out covers every connection the running Pods have open, all of
     them to the API server (the harness serves it at the kubernetes Service's address, with no
-    kube-proxy in between). No network plugin here enforces them (docs/install.md)."""
+    kube-proxy in between). The node's network plugin enforces none of them: kube-router does,
+    in the next test."""
     policies = {p["metadata"]["name"]: p for p in kube.items(
         path("networkpolicies", NS, api="apis/networking.k8s.io/v1"))}
     components = ("webhook", "controller", "scheduler", "descheduler")
@@ -633,6 +635,55 @@ def test_each_network_policy_selects_its_components_pods_and_the_ports_they_serv
         checked.add(component)
     assert checked == set(components)
     installed.figures["NetworkPolicy ingress ports per Pod, as served"] = seen
+
+
+def test_kube_router_enforces_the_network_policies(
+        node: NodeCluster, kube: Kube, installed: Installed,
+        workload: tuple[dict[str, Any], str]) -> None:
+    """With kube-router's firewall enforcing the policies (docs/install.md), from a probe Pod
+    that no policy selects: each running component's opened ports connect, and a port it
+    listens on beyond them is refused, though the node still reaches it. From each component
+    Pod the API server connects, and nothing else does (the probe's listener, the kubelet).
+    Every refused path connected before kube-router started and connects again once it has
+    gone; admissions still go through the webhook. The descheduler's Pods have ended by now
+    (its policy's selection is checked above)."""
+    rs, intent = workload
+    policies = {p["metadata"]["name"]: p for p in kube.items(
+        path("networkpolicies", NS, api="apis/networking.k8s.io/v1"))}
+    kube.create(path("pods", QUIET), network_policies.probe_pod("netpol-probe"))
+    try:
+        probe_pod = wait_for("the probe Pod running", lambda: next(
+            (p for p in [kube.get(path("pods", QUIET, "netpol-probe"))]
+             if p["status"].get("phase") == "Running" and p["status"].get("podIP")), None),
+            READY, 0.5)
+        probe = network_policies.peer(node.cgroup_root, "probe", probe_pod)
+        targets = [network_policies.peer(node.cgroup_root, c, pod, policies[f"compactor-{c}"])
+                   for c in ("webhook", "controller", "scheduler")
+                   for pod in pods(kube, c)[:1]]
+        assert all(t.opened for t in targets) and len(targets) == 3, targets
+        with contextlib.ExitStack() as listening:
+            for p in (probe, *targets):
+                listening.enter_context(network_policies.listen_in(p.pid, network_policies.BEYOND))
+            before = network_policies.beyond_policy(probe, targets)
+            started = time.monotonic()
+            with kube_router.enforcing(node.name, node.cluster.kubeconfig,
+                                       node.dir / "logs" / "kube-router.log",
+                                       [probe.ip, *(t.ip for t in targets)]):
+                guarded = round(time.monotonic() - started, 1)
+                refused = network_policies.beyond_policy(probe, targets)
+                allowed = network_policies.within_policy(probe, targets)
+                admitted = admit(kube, rs)
+            assert kube_router.leftovers() == []
+            after = network_policies.beyond_policy(probe, targets)
+    finally:
+        kube.delete(path("pods", QUIET, "netpol-probe"))
+    assert set(before.values()) == {"open"}, before
+    assert set(refused.values()) == {"refused"}, refused  # kube-router REJECTs: ICMP unreachable
+    assert set(allowed.values()) == {"open"}, allowed
+    assert mutated(admitted, intent), admitted["metadata"]
+    assert set(after.values()) == {"open"}, after
+    installed.figures["kube-router: start to every Pod guarded (s)"] = guarded
+    installed.figures["kube-router: paths refused, paths allowed"] = [len(refused), len(allowed)]
 
 
 def _failed(metrics: str) -> tuple[float, float]:
