@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import signal
 import sys
 import tempfile
@@ -26,6 +28,7 @@ from localcluster.demo import real_node
 from localcluster.demo.compaction_run import Outcome, run
 from localcluster.demo.measure import (
     cpu_millis,
+    disruption_table,
     forecast_table,
     plot,
     removal_table,
@@ -147,8 +150,12 @@ def repeat(times: int, small_scenario: bool, spread: bool, out: Path,
         print(f"run {i}: {reports[-1].nodes_after} nodes after, nodes in use after "
               f"{reports[-1].in_use_after}, {reports[-1].kept_after} counted as the forecast "
               f"counts ({reports[-1].predicted_after}), "
-              f"{reports[-1].futile_evictions} futile evictions", flush=True)
-    table = repeats_table(reports) + "\n\n" + forecast_table(reports)
+              f"{reports[-1].futile_evictions} futile evictions; "
+              f"{reports[-1].evictions} evictions by any actor, came back "
+              f"{reports[-1].came_back_text()}, per net node removed "
+              f"{reports[-1].per_net_text()}", flush=True)
+    table = (repeats_table(reports) + "\n\n" + forecast_table(reports) + "\n\n"
+             + disruption_table(reports))
     if autoscaler == "karpenter":
         table += "\n\n" + removal_table(reports)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,6 +163,8 @@ def repeat(times: int, small_scenario: bool, spread: bool, out: Path,
             f"{'-small' if small_scenario else ''}"
             f"{'-karpenter' if autoscaler == 'karpenter' else ''}.md")
     (out / name).write_text(table + "\n")
+    (out / name).with_suffix(".json").write_text(
+        json.dumps([dataclasses.asdict(r) for r in reports], indent=1) + "\n")
     print("\n" + table)
 
 

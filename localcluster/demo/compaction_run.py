@@ -19,6 +19,7 @@ from localcluster.cluster.control_plane import Cluster
 from localcluster.cluster.karpenter import NodeCensus
 from localcluster.cluster.kube import Kube, path, wait_for
 from localcluster.cluster.stack import DeschedulerRun
+from localcluster.demo.evictions import among, by_workload, came_back
 from localcluster.demo.measure import (
     PodFact,
     Report,
@@ -29,6 +30,7 @@ from localcluster.demo.measure import (
     snapshot,
 )
 from localcluster.demo.nodepool import NodePool
+from localcluster.demo.pod_watch import PodWatch
 from localcluster.demo.scenario import Provision, Scenario, apply_policy, create, settled
 
 PASSES = "compactor_reconcile_duration_seconds_count"  # the controller's completed passes
@@ -86,24 +88,6 @@ def _plans_more(kube: Kube, scenario: Scenario, pods: list[PodFact]) -> bool:
     return False
 
 
-def _bounced(evicted: list[tuple[str, str]], before: list[PodFact], after: list[PodFact]
-             ) -> int:
-    """Evictions whose replacement (a new Pod of the same app) landed on the evicted node."""
-    apps = {f"{p.namespace}/{p.name}": (p.namespace, p.app) for p in before}
-    old = {p.uid for p in before}
-    fresh: dict[tuple[str, str, str], int] = defaultdict(int)
-    for p in after:
-        if p.uid not in old and p.node:
-            fresh[(p.namespace, p.app, p.node)] += 1
-    count = 0
-    for pod, node in evicted:
-        ns_app = apps.get(pod)
-        if ns_app is not None and fresh[(*ns_app, node)] > 0:
-            fresh[(*ns_app, node)] -= 1
-            count += 1
-    return count
-
-
 def policy_documents(scenario: Scenario, **overrides: Any) -> list[dict[str, Any]]:
     """The scenario's policies as ``apply_policy`` applies them, as a policy file holds them."""
     docs = []
@@ -154,6 +138,20 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
     ``provision``, that makes them (a real node's harness, say)."""
     node_names = create(cluster, kube, scenario,
                         provision=pool.provision if pool is not None else provision)
+    watch = PodWatch(kube).start()
+    try:
+        return _compact(cluster, kube, stack, scenario, node_names, watch, interval=interval,
+                        quiet_runs=quiet_runs, max_runs=max_runs, max_seconds=max_seconds,
+                        patience=patience, log=log, pool=pool, **policy)
+    finally:
+        watch.stop()
+
+
+def _compact(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
+             node_names: list[str], watch: PodWatch, interval: float, quiet_runs: int,
+             max_runs: int, max_seconds: float, patience: int, log: bool,
+             pool: NodePool | None, **policy: Any) -> Outcome:
+    """``run`` once the scenario stands, its Pods watched from before the policy on."""
     before = snapshot(kube)
     started = time.monotonic()
     if pool is not None:
@@ -167,7 +165,7 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
     stack.start_scheduler()
     runs: list[DeschedulerRun] = []  # every policy's, one after the other
     rounds: list[DeschedulerRun] = []  # per round, every policy's evictions together
-    quiet, bounced = 0, 0
+    quiet = 0
     # The controller's completed passes when a round first found nothing to do: the policy's
     # status speaks of the cluster as it is only after a pass that began later has ended
     # (while the runtime hook works the planner starts no drain, and the status says so
@@ -197,8 +195,6 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
                        f"{'' if not p.node or p.node in held else ' (a node no managed Pod held)'}"
                        f" by {p.scheduler}, {p.phase}"
                        for p in now if p.managed and p.uid not in known]
-        if last is not None:
-            bounced += _bounced(last.evicted, previous, now)
         for p in now:
             if p.managed and p.node:
                 seen_on[p.node].add(p.uid)
@@ -245,8 +241,9 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
     if census is not None:
         _wait(kube, scenario, timeout=60, hook=hook)
     after = snapshot(kube)
-    if last is not None:
-        bounced += _bounced(last.evicted, previous, after)
+    watched = watch.stop()
+    back = came_back(watched.evictions, watched.arrivals.values())
+    kept_nodes = nodes_with(p for p in after if p.stays)
     shape = scenario.shape
     ds_cpu = max((p.cpu for p in after if p.app == "node-agent"), default=0)
     ds_mem = max((p.memory for p in after if p.app == "node-agent"), default=0)
@@ -280,7 +277,7 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
                                                       result="evicted")),
         descheduler_evictions=len(evictions),
         late_evictions=sum(len(r.evicted) for r in rounds[improved_at + 1:]),
-        bounced=bounced,
+        bounced=among(back, evictions),
         evictions_off_freed=sum(1 for _, node in evictions if node in freed),
         movable_on_freed=sum(len(seen_on[n]) for n in freed),
         descheduler_runs=improved_at + 1,
@@ -289,7 +286,7 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
         protected_moved=len(protected_before - protected_after),
         nodes_total=scenario.nodes,
         predicted_after=int(predicted["nodesAfter"]),
-        kept_after=len(nodes_with(p for p in after if p.stays)),
+        kept_after=len(kept_nodes),
         predicted_in_use=len(predicted["nodesInUse"]),
         predicted_freeable=len(predicted["freeable"]),
         nodes_removed=census.removed if census else None,
@@ -297,6 +294,11 @@ def run(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
         seconds_to_last_removal=census.seconds_to_last_removal if census else None,
         landings={o: int(stack.controller_metric("compactor_drain_landings_total", outcome=o))
                   for o in ("planned_node", "kept_node", "free_node")},
+        evictions=len(watched.evictions),
+        came_back=len(back),
+        came_back_by=by_workload(back),
+        kept_before=len(nodes_with(p for p in before if p.stays)),
+        evictions_from_kept=sum(e.node in kept_nodes for e in watched.evictions),
     )
     return Outcome(report, before, after, runs, cpu_by_node(before, node_names),
                    cpu_by_node(after, node_names), predicted, census)

@@ -3,6 +3,7 @@ holds are computed by ``compaction.packing``)."""
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -133,6 +134,30 @@ class Report:
     # Where the drains' evictees came back, as the controller counted them against its plan
     # (compactor_drain_landings_total): planned_node, kept_node, free_node.
     landings: dict[str, int] = field(default_factory=dict)
+    # Every eviction the Pods' watch saw, by any actor (the descheduler's drains and the
+    # runtime hook), and those whose replacement landed back on the node the evicted Pod left,
+    # per workload (``localcluster.demo.evictions``).
+    evictions: int | None = None
+    came_back: int | None = None
+    came_back_by: dict[str, int] = field(default_factory=dict)
+    evictions_from_kept: int | None = None  # of them from nodes kept after: no node freed
+    # Nodes before holding a Pod the forecast counts as staying, counted as ``kept_after``.
+    kept_before: int | None = None
+
+    @property
+    def net_removed(self) -> int | None:
+        """Nodes kept before less nodes kept after, both counted as the forecast counts."""
+        if self.kept_before is None or self.kept_after is None:
+            return None
+        return self.kept_before - self.kept_after
+
+    @property
+    def per_net_removed(self) -> float | None:
+        """Evictions by any actor per net node removed; none where no node was removed."""
+        net = self.net_removed
+        if self.evictions is None or net is None or net <= 0:
+            return None
+        return self.evictions / net
 
     def landed(self) -> str:
         return " / ".join(str(self.landings.get(o, 0))
@@ -161,6 +186,10 @@ class Report:
             ("evictions by the descheduler", str(self.descheduler_evictions)),
             ("  of them from nodes that ended freed", str(self.evictions_off_freed)),
             ("  movable Pods seen on those nodes", str(self.movable_on_freed)),
+            ("evictions by any actor, as the Pods' watch saw them", _count(self.evictions)),
+            ("  came back to the node they left", self.came_back_text()),
+            ("  from nodes kept after", _count(self.evictions_from_kept)),
+            ("  per net node removed (kept before - kept after)", self.per_net_text()),
             ("futile descheduler evictions (late / bounced back)",
              f"{self.futile_evictions} ({self.late_evictions} / {self.bounced})"),
             ("drain landings: planned node / another kept node / a node counted free",
@@ -181,6 +210,16 @@ class Report:
             ("time from the policy to the last removal",
              "-" if last is None else f"{last:.0f} s"),
         ]
+
+    def came_back_text(self) -> str:
+        if self.came_back is None:
+            return "-"
+        where = ", ".join(f"{w} {n}" for w, n in self.came_back_by.items())
+        return f"{self.came_back}" + (f" ({where})" if where else "")
+
+    def per_net_text(self) -> str:
+        per = self.per_net_removed
+        return "-" if per is None else f"{per:.1f} ({self.evictions} / {self.net_removed})"
 
     def _forecast(self) -> str:
         if self.predicted_after is None:
@@ -214,6 +253,40 @@ def repeats_table(reports: list[Report]) -> str:
            f"evictions <= movable Pods of freed nodes: "
            f"{sum(r.descheduler_evictions <= r.movable_on_freed for r in reports)} of {n}")
     return "\n".join([head, *rows, "", met])
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _median(values: Sequence[float]) -> str:
+    return f"{round(statistics.median(values), 2):g}" if values else "-"
+
+
+def disruption_table(reports: list[Report]) -> str:
+    """Per run, what the nodes removed cost in evictions (by any actor), and how many of those
+    came back to the node they left; then the medians over the runs."""
+    head = ("| run | evictions: all (descheduler / runtime hook) | of them from nodes kept "
+            "after | came back to the node they left | nodes in use before → after, counted "
+            "alike | evictions per net node removed | nodes carrying managed Pods after |\n"
+            + "|---" * 7 + "|")
+    rows = []
+    for i, r in enumerate(reports, 1):
+        per = r.per_net_removed
+        rows.append(f"| {i} | {_count(r.evictions)} ({r.descheduler_evictions} / "
+                    f"{r.runtime_evictions}) | {_count(r.evictions_from_kept)} "
+                    f"| {r.came_back_text()} "
+                    f"| {_count(r.kept_before)} → {_count(r.kept_after)} "
+                    f"| {'-' if per is None else f'{per:.1f}'} | {r.nodes_after} |")
+    n = len(reports)
+    ratios = [p for r in reports if (p := r.per_net_removed) is not None]
+    summary = (f"came back 0: {sum(r.came_back == 0 for r in reports)} of {n}; medians: "
+               f"evictions per net node removed "
+               f"{_median(ratios)}, nodes after counted alike "
+               f"{_median([r.kept_after for r in reports if r.kept_after is not None])}, "
+               f"nodes carrying managed Pods after {_median([r.nodes_after for r in reports])}, "
+               f"came back {_median([r.came_back for r in reports if r.came_back is not None])}")
+    return "\n".join([head, *rows, "", summary])
 
 
 def removal_table(reports: list[Report]) -> str:
