@@ -62,8 +62,13 @@ RESOURCES_HASH_ANNOTATION: Final = "compactor.dev/resources-hash"
 CONVERGENCE_ANNOTATION: Final = "compactor.dev/convergence"
 # What the controller writes on workload metadata, and so what the Deployment controller
 # copies onto ReplicaSets (where the controller removes copies that went stale).
+# A workload's own limit on Compactor's evictions of its Pods, set by its owner ("1/1h": at
+# most one per hour; compaction.eviction_budget), and the evictions Compactor counts against
+# it, written by the controller (so a restart forgets none).
+EVICTION_BUDGET_ANNOTATION: Final = "compactor.dev/eviction-budget"
+EVICTIONS_ANNOTATION: Final = "compactor.dev/evictions"
 WORKLOAD_ANNOTATIONS: Final = (INTENT_ANNOTATION, CONVERGENCE_ANNOTATION,
-                               RESOURCES_ANNOTATION)
+                               RESOURCES_ANNOTATION, EVICTIONS_ANNOTATION)
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE: Final = "compactor"
 

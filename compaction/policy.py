@@ -21,6 +21,9 @@ from compaction.workload import DEFAULT_WORKLOAD_TYPES, WorkloadType
 
 DEFAULT_INTERVAL: Final = "*/30 * * * *"
 DEFAULT_LOOP_WINDOW: Final = datetime.timedelta(minutes=15)
+# How long a Pod that replaced one Compactor evicted runs before Compactor may evict it: longer
+# than a few passes of the runtime hook and the drains (seconds apart), so nothing ping-pongs.
+DEFAULT_EVICT_REPLACEMENTS_AFTER: Final = datetime.timedelta(minutes=5)
 
 
 class NamespaceOperator(StrEnum):
@@ -117,6 +120,9 @@ class DeschedulerSpec:
     loop_detection_threshold: int = 3
     # The reference: suppressionDuration defaults to loopDetectionWindow.
     suppression_duration: datetime.timedelta = DEFAULT_LOOP_WINDOW
+    # A Pod created after Compactor evicted one of its workload's is not evicted by Compactor
+    # until it has run this long (0: no such rule). A Compactor extension of the field table.
+    evict_replacements_after: datetime.timedelta = DEFAULT_EVICT_REPLACEMENTS_AFTER
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ cluster admin (the CRD refuses the same, generated from the same list).
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -265,7 +266,8 @@ class PolicyReader:
             "enabled", "nodeSelector", "maxNoOfPodsToEvictPerNode",
             "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal", "defaultEvictor",
             "highNodeUtilization", "interval", "loopDetectionWindow", "loopDetectionThreshold",
-            "suppressionDuration", "maxDrainingNodes", "maxEvictionsToFreeNode"}))
+            "suppressionDuration", "maxDrainingNodes", "maxEvictionsToFreeNode",
+            "evictReplacementsAfter"}))
         interval = self._str(raw, "interval", f"{at}.interval", _DESCHEDULER.interval)
         for message in cron_problems(interval):
             self._err(f"{at}.interval", message)
@@ -298,13 +300,19 @@ class PolicyReader:
                 raw, "loopDetectionThreshold", f"{at}.loopDetectionThreshold",
                 _DESCHEDULER.loop_detection_threshold, lo=1),
             suppression_duration=suppression,
+            evict_replacements_after=self._duration(
+                raw, "evictReplacementsAfter", _DESCHEDULER.evict_replacements_after,
+                zero=True),
         )
 
-    def _duration(self, raw: Mapping[str, Any], key: str, default: datetime.timedelta
-                  ) -> datetime.timedelta:
+    def _duration(self, raw: Mapping[str, Any], key: str, default: datetime.timedelta,
+                  zero: bool = False) -> datetime.timedelta:
+        """``zero``: a zero duration (``0s``) is allowed too."""
         if key not in raw:
             return default
         text = self._str(raw, key, f"spec.descheduler.{key}", "")
+        if zero and re.fullmatch(r"(0+(\.0*)?(ns|us|µs|ms|s|m|h))+", text):
+            return datetime.timedelta(0)
         try:
             return parse_duration(text)
         except ValueError as e:

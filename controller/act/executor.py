@@ -109,6 +109,7 @@ class Executor:
         self.metrics.suppressions.inc(plan.suppressions)
         self.metrics.evictions.labels("skipped").inc(plan.skipped_evictions)
         self.metrics.show_plans(plan.drains)
+        self.metrics.show_held(plan.held)
         for _, outcome in plan.landed:
             self.metrics.landings.labels(outcome.value).inc()
         self.metrics.show_routing(plan.scheduler_routing)

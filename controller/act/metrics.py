@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from compaction.resource_plan import BlockReason
 from controller.drain_planner.drain_plan import DrainPlan
+from controller.drain_planner.reasons import Code
 from controller.plan.landings import Outcome
 from controller.plan.scheduler_routing import Routing
+
+HELD: Final = (Code.EVICTION_BUDGET.value, Code.RECENTLY_REPLACED.value)
 
 
 class ControllerMetrics:
@@ -57,6 +61,13 @@ class ControllerMetrics:
             "compactor_plan_duration_seconds", "Time to compute one pass's plan (pure code: "
             "the drain simulation included).",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5), registry=r)
+        self.phases = Histogram(
+            "compactor_reconcile_phase_duration_seconds", "Time of one pass's phase: read "
+            "(the snapshot from the watch caches), plan (pure code) or write (the plan's "
+            "requests).", ["phase"],
+            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=r)
+        for phase in ("read", "plan", "write"):
+            self.phases.labels(phase)
         self.in_use = Gauge(
             "compactor_plan_nodes_in_use", "Nodes of the policy's pool running a Pod other "
             "than a DaemonSet's or a mirror Pod.", ["policy"], registry=r)
@@ -85,6 +96,13 @@ class ControllerMetrics:
             ["outcome"], registry=r)
         for outcome in Outcome:
             self.landings.labels(outcome.value)
+        self.held = Gauge(
+            "compactor_pods_held_from_eviction", "Pods of managed workloads Compactor may not "
+            "evict now, by reason: eviction_budget (their workload's eviction budget is spent "
+            "or invalid) or recently_replaced (they replaced a Pod Compactor evicted less than "
+            "evictReplacementsAfter ago).", ["reason"], registry=r)
+        for code in HELD:
+            self.held.labels(code)
         self.leader = Gauge(
             "compactor_controller_leader", "1 while this replica holds the controller's Lease "
             "(the one replica that writes), else 0.", registry=r)
@@ -94,6 +112,10 @@ class ControllerMetrics:
             self.resource_plans_blocked.labels(reason.value)
         for state in Routing:
             self.scheduler_routing.labels(state.value)
+
+    def show_held(self, held: Mapping[str, int]) -> None:
+        for code in HELD:
+            self.held.labels(code).set(held.get(code, 0))
 
     def show_routing(self, state: str) -> None:
         for each in Routing:

@@ -17,6 +17,7 @@ from typing import Any, Final
 from compaction import names
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
+from controller.drain_planner.allowance import NONE, Allowance
 from controller.drain_planner.drain_plan import DRAIN_TIMEOUT, DrainPlan, Member
 from controller.drain_planner.planner import choose_drains
 from controller.snapshot.constraints import UNCONSTRAINED
@@ -79,7 +80,8 @@ _MEMBER: Final = operator.attrgetter(*(f.name for f in dataclasses.fields(Member
 
 def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[NodeInfo],
                pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
-               pdbs: Sequence[PdbInfo], paused: frozenset[str] = frozenset()) -> int | None:
+               pdbs: Sequence[PdbInfo], paused: frozenset[str] = frozenset(),
+               allowance: Allowance = NONE) -> int | None:
     """A digest of everything ``choose_drains`` reads but the metadata Compactor writes on Pods
     (its labels and intent annotation change on every Pod while a policy change is carried
     out, and nothing the plan decides depends on them); None when a budget or a Pod's
@@ -114,7 +116,7 @@ def inputs_key(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable
         tuple((repr(policy), repr(pool)) for policy, pool in policies), tuple(sorted(paused)),
         tuple(hash((_NODE_PLAIN(n), tuple([tuple(getattr(n, f).items()) for f in _NODE_MAPPINGS])))
               for n in nodes),
-        tuple(pod_keys), tuple(repr(b) for b in pdbs)))
+        tuple(pod_keys), tuple(repr(b) for b in pdbs), allowance.digest()))
 
 
 def reuse_or_choose(memo: DrainMemo | None, policies: Sequence[tuple[Policy, LabelSelector]],
@@ -122,13 +124,13 @@ def reuse_or_choose(memo: DrainMemo | None, policies: Sequence[tuple[Policy, Lab
                     members: Mapping[tuple[str, str], Member], pdbs: Sequence[PdbInfo],
                     now: datetime.datetime, drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
                     paused: frozenset[str] = frozenset(),
-                    protected: frozenset[str] = names.PROTECTED_NAMESPACES
-                    ) -> tuple[list[DrainPlan], DrainMemo | None]:
+                    protected: frozenset[str] = names.PROTECTED_NAMESPACES,
+                    allowance: Allowance = NONE) -> tuple[list[DrainPlan], DrainMemo | None]:
     """``choose_drains``, or the last plans while nothing they read has changed (``protected``,
     fixed by the install namespace, never does)."""
-    key = inputs_key(policies, nodes, pods, members, pdbs, paused)
+    key = inputs_key(policies, nodes, pods, members, pdbs, paused, allowance)
     if key is not None and memo is not None and memo.key == key and now - memo.at < REUSE:
         return list(memo.plans), memo
     plans = choose_drains(policies, nodes, pods, members, pdbs, now, drain_timeout, paused,
-                          protected)
+                          protected, allowance)
     return plans, None if key is None else DrainMemo(key, now, tuple(plans))

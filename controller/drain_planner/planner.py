@@ -14,7 +14,7 @@ descheduler evicts that workload's Pods. So the plan is one for all policies:
   evict; DaemonSet and mirror Pods never block; placeholders (priority at or below -10) must
   fit elsewhere but are never evicted (the autoscaler removes a node that runs only those);
 - a node is freed only while the evictions it costs are within the ``maxEvictionsToFreeNode``
-  of every policy judging it (``controller.drain_planner.gates``);
+  of every policy judging it (``gates``) and its workloads' eviction budgets (``allowance``);
 - a drain starts only while every policy with Pods to move there may start one: its
   descheduler is enabled, it is not paused (``paused``), and fewer than its
   ``maxDrainingNodes`` of its nodes drain already.
@@ -32,6 +32,7 @@ import datetime
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Final
 
 from compaction import names
@@ -40,6 +41,7 @@ from compaction.policy import DefaultEvictor, Policy, SchedulerMode
 from compaction.safety import Hold, eviction_hold, is_placeholder
 from compaction.selector import LabelSelector
 from compaction.utilization import Utilization, is_underutilized
+from controller.drain_planner.allowance import NONE, Allowance
 from controller.drain_planner.attraction import attracting
 from controller.drain_planner.drain_plan import (
     DRAIN_TIMEOUT,
@@ -120,7 +122,7 @@ def _scopes(policies: Sequence[tuple[Policy, LabelSelector]], cluster: Cluster
 
 def _site(node: SimNode, scopes: Mapping[str, Scope],
           members: Mapping[tuple[str, str], Member], pdbs: Mapping[str, Sequence[PdbInfo]],
-          tolerant: dict[int, bool], protected: frozenset[str]) -> _Site:
+          tolerant: dict[int, bool], protected: frozenset[str], allowance: Allowance) -> _Site:
     """``tolerant``: whether a Pod's constraints tolerate the drain taint, by its identity, filled
     as they are met. The snapshot shares one Constraints among the Pods with the same
     constraints, and every Pod outlives the plan (so no id is reused while it runs).
@@ -148,7 +150,8 @@ def _site(node: SimNode, scopes: Mapping[str, Scope],
         tolerates = tolerant.get(id(pod.constraints))
         if tolerates is None:
             tolerates = tolerant[id(pod.constraints)] = tolerates_drain(pod.constraints.tolerations)
-        reason = blocker(pod, member, scope, pdbs.get(pod.namespace, ()), tolerates, protected)
+        reason = blocker(pod, member, scope, pdbs.get(pod.namespace, ()), tolerates,
+                         protected) or allowance.hold(pod)
         # Scopes are keyed by policy id: the member's policy is its scope's id.
         site.stakeholders.add(member.policy)
         if reason is not None:
@@ -215,7 +218,8 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
                   pdbs: Sequence[PdbInfo], now: datetime.datetime,
                   drain_timeout: datetime.timedelta = DRAIN_TIMEOUT,
                   paused: frozenset[str] = frozenset(),
-                  protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> list[DrainPlan]:
+                  protected: frozenset[str] = names.PROTECTED_NAMESPACES,
+                  allowance: Allowance = NONE) -> list[DrainPlan]:
     """One plan for the whole cluster, returned per policy in name order. ``paused``: the
     policies that may start no drain now (the drains under way go on); ``protected``: the
     namespaces whose Pods always block (kube-system and the install namespace). Made again, a
@@ -225,7 +229,7 @@ def choose_drains(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Itera
     held: dict[str, Reason] = {}
     for _ in range(MAX_REPLANS):
         plans, more = _choose(policies, nodes, pods, members, pdbs, now, drain_timeout,
-                              paused, protected, held)
+                              paused, protected, held, allowance)
         if not more:
             break
         held |= more
@@ -236,8 +240,8 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
             pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member],
             pdbs: Sequence[PdbInfo], now: datetime.datetime,
             drain_timeout: datetime.timedelta, paused: frozenset[str],
-            protected: frozenset[str], held: Mapping[str, Reason]
-            ) -> tuple[list[DrainPlan], dict[str, Reason]]:
+            protected: frozenset[str], held: Mapping[str, Reason],
+            allowance: Allowance = NONE) -> tuple[list[DrainPlan], dict[str, Reason]]:
     """The plan, ``held`` kept for their reasons; the nodes it frees later that would draw a
     Pod of the drains it starts now."""
     cluster = Cluster(nodes, pods)
@@ -245,12 +249,12 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
     considered = set().union(*(s.nodes for s in scopes.values())) if scopes else set()
     tolerant: dict[int, bool] = {}
     budgets = by_namespace(pdbs)
-    sites = {name: _site(cluster.nodes[name], scopes, members, budgets, tolerant, protected)
-             for name in sorted(considered)}
+    sites = {name: _site(cluster.nodes[name], scopes, members, budgets, tolerant, protected,
+                         allowance) for name in sorted(considered)}
     tainted = {n.info.name: t for n in cluster.nodes.values()
                if (t := drain_owner(n.info)) is not None}
     out = _Outcome()
-    budget: Counter[str] = Counter()
+    budget, spent = Counter[str](), Counter[str]()  # drains per policy; evictions per budget
     # A node only placeholders hold is free only where they may go elsewhere: one with a
     # placeholder that no other node admits stays in use, and every move must know it.
     for site in sites.values():
@@ -261,7 +265,7 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
     # The drains under way come first: kept while the plan holds.
     for name, taint in sorted(tainted.items()):
         site = sites.get(name) or _site(cluster.nodes[name], scopes, members, budgets, tolerant,
-                                        protected)
+                                        protected, allowance)
         sites[name] = site
         governing = _governing(site, scopes)
         if not site.movable:
@@ -285,8 +289,10 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
             else Reason(Code.LEFT_POOL, "node left the policy's node pool") if outside
             else Reason(Code.DESCHEDULER_DISABLED, f"policy {stopped.policy.id}'s descheduler "
                         "is disabled") if stopped
-            else _move(cluster, site, scopes, governing))
+            else allowance.over(cost := allowance.cost(site.movable), spent)
+            or _move(cluster, site, scopes, governing))
         if reason is None:
+            spent.update(cost)
             out.freeable.append(name)
             out.draining.append(name)
             budget.update(site.movable.keys())
@@ -304,9 +310,12 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
         reasons = site.blockers + gates(site.node, governing, site.evictions())
         if site.name in held:
             reasons.append(held[site.name])
+        if not reasons and (over := allowance.over(cost := allowance.cost(site.movable), spent)):
+            reasons.append(over)
         if not reasons:
             failure = _move(cluster, site, scopes, governing)
             if failure is None:
+                spent.update(cost)
                 out.freeable.append(site.name)
                 if site.movable and all(_may_start(scopes[p], paused, budget)
                                         for p in site.movable):
@@ -320,7 +329,7 @@ def _choose(policies: Sequence[tuple[Policy, LabelSelector]], nodes: Iterable[No
     moved_now = {n: [p for ps in sites[n].movable.values() for p in ps] for n in now_draining}
     later = [n for n in out.freeable if n not in now_draining and n not in tainted]
     more = attracting(cluster, moved_now, later) if moved_now and later else {}
-    return _per_policy(scopes, sites, tainted, out, cluster), more
+    return _per_policy(scopes, sites, tainted, out, cluster, allowance.waiting), more
 
 
 def _may_start(scope: Scope, paused: frozenset[str], budget: Counter[str]) -> bool:
@@ -329,26 +338,22 @@ def _may_start(scope: Scope, paused: frozenset[str], budget: Counter[str]) -> bo
         d.max_draining_nodes
 
 
-def _turn(site: _Site) -> tuple[str, list[PodInfo]]:
+def _turn(site: _Site, waiting: frozenset[tuple[str, str]]) -> tuple[str, list[PodInfo]]:
     """Whose Pods leave a node shared by several policies now, and which may: the policy of
     the first Pod in the order the simulation placed them (the largest first), and its Pods
     up to the next policy's. Each policy's descheduler runs when its CronJob fires, in no
     order; marked one policy at a time, the Pods leave in the order the plan placed them,
-    whichever fires first, and the next are marked once they have gone."""
-    ordered = sorted(((p, pid) for pid, pods in site.movable.items() for p in pods),
-                     key=lambda pp: largest_first(pp[0]))
-    first = ordered[0][1]
-    run = []
-    for pod, pid in ordered:
-        if pid != first:
-            break
-        run.append(pod)
-    return first, run
+    whichever fires first, and the next are marked once they have gone. A Pod ``waiting``
+    (too recently a replacement) is not marked yet."""
+    ordered = sorted(((p, pid) for pid, pods in site.movable.items() for p in pods
+                      if p.key not in waiting), key=lambda pp: largest_first(pp[0]))
+    first = ordered[0][1] if ordered else ""
+    return first, [p for p, _ in takewhile(lambda pp: pp[1] == first, ordered)]
 
 
 def _per_policy(scopes: Mapping[str, Scope], sites: Mapping[str, _Site],
-                tainted: Mapping[str, Taint], out: _Outcome, cluster: Cluster
-                ) -> list[DrainPlan]:
+                tainted: Mapping[str, Taint], out: _Outcome, cluster: Cluster,
+                waiting: frozenset[tuple[str, str]]) -> list[DrainPlan]:
     """The plan split per policy. What policies share (a pool's nodes in use, the sorted
     verdicts, the moves) is gathered once for all of them, then filtered per policy."""
     listed = {name: set(_governing_ids(site, scopes)) for name, site in sites.items()}
@@ -369,7 +374,7 @@ def _per_policy(scopes: Mapping[str, Scope], sites: Mapping[str, _Site],
             held, other = Unremovable(n, tuple(rs), True), Unremovable(n, tuple(rs), False)
             for pid in listed.get(n, ()):
                 verdicts[pid].append(held if pid in sites[n].stakeholders else other)
-    turns = {n: _turn(sites[n]) for n in out.draining}
+    turns = {n: _turn(sites[n], waiting) for n in out.draining}
     plans = []
     for pid, scope in sorted(scopes.items(), key=lambda kv: kv[1].policy.name):
         def mine(names_: Iterable[str], pid: str = pid) -> tuple[str, ...]:

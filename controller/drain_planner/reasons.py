@@ -42,6 +42,8 @@ class Code(StrEnum):
     ABOVE_THRESHOLDS = "above_thresholds"
     NUMBER_OF_NODES = "number_of_nodes"
     EVICTION_COST = "eviction_cost"
+    EVICTION_BUDGET = "eviction_budget"
+    RECENTLY_REPLACED = "recently_replaced"
     DESTINATION = "destination"
     DOES_NOT_FIT = "does_not_fit"
     UNCERTAIN_DESTINATION = "uncertain_destination"
@@ -80,6 +82,10 @@ CAUSES: Final[Mapping[Code, str]] = {
     Code.ABOVE_THRESHOLDS: "node above the policy's utilization thresholds",
     Code.NUMBER_OF_NODES: "too few underutilized nodes for numberOfNodes",
     Code.EVICTION_COST: "node whose freeing costs more evictions than maxEvictionsToFreeNode",
+    Code.EVICTION_BUDGET: "pod whose workload's eviction budget allows no more evictions now "
+                          "(or is invalid)",
+    Code.RECENTLY_REPLACED: "pod that replaced one Compactor evicted less than "
+                            "evictReplacementsAfter ago",
     Code.DESTINATION: "node taking Pods of the nodes freed first",
     Code.DOES_NOT_FIT: "pod that fits on no other node",
     Code.ATTRACTED: "pod the scheduler would put on a node the plan counts as free",

@@ -152,6 +152,9 @@ class Plan:
     # next pass follows from.
     landed: tuple[tuple[str, Outcome], ...] = ()
     landings: Landings | None = None
+    # Pods Compactor may not evict now, by reason code: a workload's eviction budget
+    # (eviction_budget) or a recent replacement (recently_replaced).
+    held: Mapping[str, int] = field(default_factory=dict)
 
     def of(self, kind: type[Any]) -> list[Any]:
         """The actions of one type, in order (for tests and logs)."""

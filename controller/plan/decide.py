@@ -11,8 +11,8 @@ does I/O; ``controller.act.executor`` carries the plan out.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from compaction.evaluation import DEFAULT, Evaluation
 from compaction.policy import Policy, SchedulerMode
@@ -25,12 +25,12 @@ from controller.drain_planner import memo as drain_memo
 from controller.drain_planner.drain_plan import DrainPlan, Member
 from controller.drain_planner.planner import choose_drains
 from controller.drain_planner.readmission import Readmission
+from controller.drain_planner.taint import drain_owner
 from controller.plan import resources, scheduler_routing
-from controller.plan.actions import (
-    Plan,
-)
+from controller.plan.actions import Evict, EvictPurpose, Plan
 from controller.plan.between_passes import Memory
 from controller.plan.draft import Draft
+from controller.plan.eviction_limits import Limits, after_moves, limits, record_patches
 from controller.plan.forecast import eventually, with_replacements
 from controller.plan.landings import Mark, follow
 from controller.plan.membership import Membership, label_pods, memberships
@@ -49,6 +49,7 @@ from controller.plan.scheduler_routing import SchedulerHealth
 from controller.plan.settings import PlanSettings
 from controller.plan.taint_life import taint_actions
 from controller.plan.workload_metadata import clean_stale_copies, label_workloads
+from controller.snapshot.pdb import PdbInfo
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.snapshot import Snapshot
 from controller.snapshot.workload import WorkloadInfo, WorkloadKey
@@ -71,6 +72,7 @@ class _Decided:
     waiting: frozenset[str]  # policies whose drains wait for the scheduler
     paused: frozenset[str]  # policies that start no drain now
     readmission: Readmission  # where the runtime hook's replacements land
+    limits: Limits  # the workloads' eviction budgets and recent replacements
 
     @property
     def drain_policies(self) -> list[tuple[Policy, LabelSelector]]:
@@ -110,11 +112,14 @@ def _decide(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     waiting = frozenset() if up else frozenset(
         p.id for p in active if p.scheduler.mode is SchedulerMode.MANAGED)
     readmission = Readmission(snapshot.nodes, snapshot.pods)
+    found = limits(decided, members, snapshot.pods, now,
+                   frozenset(n.name for n in snapshot.nodes if drain_owner(n) is not None))
     paused = frozenset(waiting | converging(snapshot.pods, members, pools, node_labels,
                                             settings.exempt_schedulers, up, snapshot.pdbs,
-                                            settings.protected_namespaces, readmission))
+                                            settings.protected_namespaces, readmission,
+                                            found.allowance))
     return _Decided(active, evaluation, health, composed, decided, members, blocking.newly,
-                    observed, pools, node_labels, waiting, paused, readmission)
+                    observed, pools, node_labels, waiting, paused, readmission, found)
 
 
 def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
@@ -125,18 +130,23 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     d = _decide(snapshot, settings, now, memory, out)
     drains, memo = drain_memo.reuse_or_choose(
         memory.drains, d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
-        snapshot.pdbs, now, settings.drain_timeout, d.paused, settings.protected_namespaces)
+        snapshot.pdbs, now, settings.drain_timeout, d.paused, settings.protected_namespaces,
+        d.limits.allowance)
     # A drain under way pauses while its Pods' scheduler cannot schedule: the taint stays, and
     # no Pod keeps the mark its descheduler evicts by (an evictee would wait for the scheduler).
     draining = {key: (p.policy, p.moves.get(key, "")) for p in drains
                 if p.policy not in d.waiting for node in p.draining for key in p.evict[node]}
+    start = len(out.actions)  # the evictions this pass decides are counted before any
     label_pods(snapshot.pods, d.members, draining, d.health.routes, out)
     landings, landed = follow(memory.landings, snapshot.pods,
                               {k: m.workload.key for k, m in d.members.items()},
                               _marks(draining, d.members, snapshot, drains), now)
     run_hook(d.workloads, d.members, d.node_labels, d.pools, snapshot.pods,
              settings.intent_grace, settings.exempt_schedulers, memory, now, d.waiting, out,
-             settings.protected_namespaces, d.readmission, _freeable(drains))
+             settings.protected_namespaces, d.readmission, _freeable(drains),
+             d.limits.allowance, frozenset(draining))
+    out.actions[start:start] = record_patches(
+        d.workloads, d.limits, _counted(draining, d.members, snapshot, out.actions[start:]), now)
     stranded = scheduler_routing.stranded(
         snapshot.pods, d.members, d.health, now, settings.scheduler_down_after,
         settings.intent_grace, settings.stranded_after)
@@ -157,7 +167,25 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     return Plan(tuple(out.actions), dict(out.managed), invalid, out.suppressed,
                 out.suppressions, out.skipped, tuple(drains), tuple(out.selections),
                 d.blocked, memo, d.health.routing.value, len(stranded), tuple(landed),
-                landings)
+                landings, d.limits.held_counts())
+
+
+def _counted(draining: Mapping[tuple[str, str], object],
+             members: Mapping[tuple[str, str], Membership], snapshot: Snapshot,
+             actions: Sequence[object]) -> dict[WorkloadKey, list[str]]:
+    """The uids of the Pods whose evictions this pass decides, per workload: those the drains
+    mark, and those the runtime hook evicts."""
+    uids = {p.key: p.uid for p in snapshot.pods}
+    by_path = {m.workload.path: m.workload.key for m in members.values()}
+    out: dict[WorkloadKey, list[str]] = {}
+    for key in draining:
+        if (m := members.get(key)) is not None and key in uids:
+            out.setdefault(m.workload.key, []).append(uids[key])
+    for a in actions:
+        if isinstance(a, Evict) and a.purpose is EvictPurpose.RUNTIME_HOOK and \
+                (w := by_path.get(a.workload)) is not None:
+            out.setdefault(w, []).append(a.pod_uid)
+    return out
 
 
 def _marks(draining: Mapping[tuple[str, str], tuple[str, str]],
@@ -183,20 +211,52 @@ def drain_plans(snapshot: Snapshot, settings: PlanSettings,
     (the preview), which would otherwise pay for every Pod's labels, the runtime hook and the
     digest kept for the next pass. Where the runtime hook has Pods to replace, the drains wait
     for it: they are those of the cluster its replacements leave (``replay``)."""
+    return drain_planner(snapshot, settings, now)(Lift())
+
+
+@dataclass(frozen=True)
+class Lift:
+    """What a counterfactual plan changes of the drain planner's inputs (the preview's "what
+    if"): policies replaced by id, the Pods, the PodDisruptionBudgets; None keeps the
+    snapshot's."""
+
+    policies: Mapping[str, Policy] = field(default_factory=dict)
+    pods: tuple[PodInfo, ...] | None = None
+    pdbs: tuple[PdbInfo, ...] | None = None
+
+
+def drain_planner(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime
+                  ) -> Callable[[Lift], tuple[DrainPlan, ...]]:
+    """``drain_plans`` of ``snapshot`` with the planner's inputs lifted: the pass's decisions
+    (memberships, pools, pauses) made once, the drains planned again per ``Lift``."""
     d = _decide(snapshot, settings, now, Memory(), Draft())
+    # A Pod the passes would have moved by then is a replacement, held where its policy says.
+    holds = {k: m.policy.descheduler.evict_replacements_after > datetime.timedelta(0)
+             for k, m in d.members.items() if m.policy is not None}
 
-    def choose(pods: Sequence[PodInfo], paused: frozenset[str] = d.waiting) -> list[DrainPlan]:
-        return choose_drains(d.drain_policies, snapshot.nodes, pods, d.member_of,
-                             snapshot.pdbs, now, settings.drain_timeout, paused,
-                             settings.protected_namespaces)
+    def plans(lift: Lift) -> tuple[DrainPlan, ...]:
+        policies = [(lift.policies.get(p.id, p), pool) for p, pool in d.drain_policies]
+        pdbs = snapshot.pdbs if lift.pdbs is None else lift.pdbs
+        start = snapshot.pods if lift.pods is None else lift.pods
+        at = {p.key: p.node_name for p in start}
 
-    if not d.paused - d.waiting:
-        return eventually(choose, snapshot.pods)
-    pods = replay(snapshot.pods, d.members, d.pools, d.node_labels, settings.exempt_schedulers,
-                  d.health.routes, snapshot.pdbs, d.readmission,
-                  _freeable(choose(snapshot.pods, d.paused)), settings.protected_namespaces)
-    return with_replacements(snapshot.pods, pods, eventually(choose, pods), {
-        key: m.policy.id for key, m in d.members.items() if m.policy is not None})
+        def choose(pods: Sequence[PodInfo], paused: frozenset[str] = d.waiting
+                   ) -> list[DrainPlan]:
+            moved = (p.key for p in pods if p.node_name != at.get(p.key, p.node_name))
+            return choose_drains(policies, snapshot.nodes, pods, d.member_of, pdbs, now,
+                                 settings.drain_timeout, paused, settings.protected_namespaces,
+                                 after_moves(d.limits.allowance, moved, holds))
+
+        if not d.paused - d.waiting:
+            return eventually(choose, start)
+        # Replayed on a cluster of its own: each replay relocates the Pods it replaces.
+        pods = replay(start, d.members, d.pools, d.node_labels, settings.exempt_schedulers,
+                      d.health.routes, pdbs, Readmission(snapshot.nodes, start),
+                      _freeable(choose(start, d.paused)), settings.protected_namespaces,
+                      d.limits.allowance)
+        return with_replacements(start, pods, eventually(choose, pods), {
+            key: m.policy.id for key, m in d.members.items() if m.policy is not None})
+    return plans
 
 
 def _freeable(drains: Sequence[DrainPlan]) -> frozenset[str]:

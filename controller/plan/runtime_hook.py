@@ -20,6 +20,7 @@ from compaction.intent import Intent, intent_for
 from compaction.policy import Policy
 from compaction.selector import LabelSelector
 from compaction.workload import WorkloadType
+from controller.drain_planner.allowance import NONE, Allowance
 from controller.drain_planner.readmission import Readmission
 from controller.plan import runtime_hook
 from controller.plan.actions import (
@@ -39,6 +40,7 @@ from controller.plan.convergence import (
 )
 from controller.plan.draft import Draft
 from controller.plan.events import workload_event
+from controller.plan.eviction_limits import budget_room
 from controller.plan.membership import Membership
 from controller.plan.workload_metadata import intent_of
 from controller.snapshot.fields import format_time
@@ -136,10 +138,12 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
         return HookDecision(tuple(actions))
     if memory.backing_off(workload.path, now):
         return HookDecision(tuple(actions))
+    if room is not None and room < 1:
+        return HookDecision(tuple(actions), skipped=len(noncompliant))
     candidates, skipped = [], 0
     for pod in noncompliant:
         if skip_reason(pod, policy, nodes.get(pod.node_name), node_selector,
-                       workload.view.kind, protected) is None:
+                       workload.view.kind, protected) is None and allowance.evictable(pod):
             candidates.append(pod)
         else:
             skipped += 1
@@ -163,19 +167,20 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
 def awaiting(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
              pools: Mapping[str, LabelSelector], node_labels: Mapping[str, Mapping[str, str]],
              exempt: frozenset[str], up: bool, pdbs: Sequence[PdbInfo] = (),
-             protected: frozenset[str] = names.PROTECTED_NAMESPACES
-             ) -> Iterator[tuple[PodInfo, Membership]]:
+             protected: frozenset[str] = names.PROTECTED_NAMESPACES,
+             allowance: Allowance = NONE) -> Iterator[tuple[PodInfo, Membership]]:
     """The Pods the runtime hook would replace, by its own rule, with their membership: one
     it never replaces (a DaemonSet's, local storage, outside the pool...) is not among them.
     Nor one whose PodDisruptionBudget allows no disruption now: its eviction is refused until
-    the budget allows one, which for ``maxUnavailable: 0`` is never."""
+    the budget allows one, which for ``maxUnavailable: 0`` is never. Nor one Compactor may
+    not evict now (``allowance``: its workload's eviction budget, a recent replacement)."""
     intents: dict[tuple[str, WorkloadType], Intent | None] = {}
     for pod in pods:
         m = members.get(pod.key)
         if m is None or m.policy is None or not m.policy.set_labels_by_eviction or \
                 pod.phase != "Running" or m.workload.suppressed:
             continue
-        if eviction_refused(pod, pdbs) is not None:
+        if eviction_refused(pod, pdbs) is not None or not allowance.evictable(pod):
             continue
         which = (m.policy.id, m.workload.view.kind)
         if which not in intents:
@@ -192,14 +197,16 @@ def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
                node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
                up: bool, pdbs: Sequence[PdbInfo] = (),
                protected: frozenset[str] = names.PROTECTED_NAMESPACES,
-               readmission: Readmission | None = None) -> set[str]:
+               readmission: Readmission | None = None, allowance: Allowance = NONE
+               ) -> set[str]:
     """Policies whose runtime hook still has Pods to replace (``awaiting``): it starts no new
     drain meanwhile (the drains under way go on), since the hook's replacements and a drain's
     evictees would contend for the same room, and an evictee that finds none comes back to
     the node it left. A Pod whose replacement would come back to its node (``readmission``)
     is left alone and holds nothing."""
     out: set[str] = set()
-    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected):
+    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected,
+                           allowance):
         assert m.policy is not None
         if m.policy.id not in out and (readmission is None or not readmission.comes_back(pod)):
             out.add(m.policy.id)
@@ -210,7 +217,8 @@ def replay(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership
            pools: Mapping[str, LabelSelector], node_labels: Mapping[str, Mapping[str, str]],
            exempt: frozenset[str], up: bool, pdbs: Sequence[PdbInfo],
            readmission: Readmission, first: frozenset[str],
-           protected: frozenset[str] = names.PROTECTED_NAMESPACES) -> list[PodInfo]:
+           protected: frozenset[str] = names.PROTECTED_NAMESPACES,
+           allowance: Allowance = NONE) -> list[PodInfo]:
     """``pods`` once the runtime hook has replaced all it would, each replacement where the
     compaction scheduler puts it: for the preview. The controller replaces one Pod per
     workload at a time, every workload at once: here a round takes each workload's next in
@@ -224,6 +232,8 @@ def replay(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership
     while any(queues.values()):
         for key in sorted(queues):
             queue = queues[key]
+            if room.get(key, 1) < 1:  # its budget allows no more
+                queue.clear()
             while queue:
                 pod = queue.pop()
                 target = readmission.target(pod)
@@ -231,6 +241,8 @@ def replay(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership
                     continue
                 readmission.relocate(pod, target)
                 moved[pod.key] = replace(pod, node_name=target.info.name)
+                if key in room:
+                    room[key] -= 1
                 break
     return [moved.get(p.key, p) for p in pods]
 
@@ -244,10 +256,12 @@ def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
              waiting: frozenset[str], out: Draft,
              protected: frozenset[str] = names.PROTECTED_NAMESPACES,
              readmission: Readmission | None = None,
-             first: frozenset[str] = frozenset()) -> None:
+             first: frozenset[str] = frozenset(), allowance: Allowance = NONE,
+             marked: frozenset[tuple[str, str]] = frozenset()) -> None:
     """``waiting``: policies whose scheduler cannot schedule; their hook replaces nothing
     meanwhile (a replacement would wait for that scheduler, or converge to an intent about to
-    change back)."""
+    change back). ``marked``: the Pods the drains mark this pass, which the workloads'
+    eviction budgets count first."""
     by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
     for pod in pods:
         m = members.get(pod.key)
@@ -261,9 +275,11 @@ def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
             continue
         if policy.id in waiting:
             continue
-        decision = runtime_hook.decide(workload, policy, by_workload.get(key, []), node_labels,
+        mine = by_workload.get(key, [])
+        decision = runtime_hook.decide(workload, policy, mine, node_labels,
                                        pools[policy.id], memory, now, intent_grace, exempt,
-                                       protected, readmission, first)
+                                       protected, readmission, first, allowance,
+                                       budget_room(allowance, mine, marked))
         out.actions += decision.actions
         out.suppressed += decision.suppressed
         out.suppressions += decision.newly_suppressed

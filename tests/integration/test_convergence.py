@@ -187,8 +187,10 @@ async def test_replacements_that_never_converge_are_suppressed_then_released(
     kube.create(path("deployments", namespace), deployment("stuck", 1))
     wait_for("1 running", lambda: running_pods(kube, namespace, "app=stuck", 1))
     # Long enough to outlast every step below; the restarted controller's clock skips it.
+    # Replacements replaced at once (evictReplacementsAfter 0s): the loop is found in seconds.
     name = _make_policy(kube, policy, namespace, {
-        "loopDetectionThreshold": 2, "loopDetectionWindow": "10m", "suppressionDuration": "1m"})
+        "loopDetectionThreshold": 2, "loopDetectionWindow": "10m", "suppressionDuration": "1m",
+        "evictReplacementsAfter": "0s"})
 
     for _ in range(160):
         await controller.reconcile()

@@ -463,6 +463,11 @@ EXPECTED: dict[str, Check] = {
     "compactor_webhook_certificate_expiration_timestamp_seconds": lambda o, s: (
         None if abs(_one(s) - o.cert_not_after) < 1 else pytest.fail(f"{_one(s)}")),
     "compactor_reconcile_duration_seconds": _reconcile_passes,
+    # Each phase of the leader's passes timed; the follower's series stay at 0.
+    "compactor_reconcile_phase_duration_seconds": lambda o, s: (
+        None if sorted(x.points[-1][1] > 0 for x in s) == [False] * 3 + [True] * 3
+        and {x.labels["phase"] for x in s} == {"read", "plan", "write"}
+        else pytest.fail(str([(x.labels, x.points[-1]) for x in s]))),
     "compactor_reconcile_errors_total": _reconcile_errors,
     "compactor_runtime_evictions_total": lambda o, s: (
         None if _by(s, "result") == {"evicted": 0, "pdb_blocked": 0, "skipped": 0}
@@ -491,6 +496,10 @@ EXPECTED: dict[str, Check] = {
                                      "Recovering": 0})
         else pytest.fail(str(_by(s, "state")))),
     "compactor_stranded_pods_replaced_total": _each_controller(lambda v: v == 0),
+    # Other tests' workloads share this cluster: only the reasons are known.
+    "compactor_pods_held_from_eviction": lambda o, s: (
+        None if set(_by(s, "reason")) == {"eviction_budget", "recently_replaced"}
+        else pytest.fail(str(_by(s, "reason")))),
     "compactor_drain_landings_total": lambda o, s: (
         None if _by(s, "outcome").get("free_node", 0) == 0
         else pytest.fail(f"landings on nodes the plan counted as free: {_by(s, 'outcome')}")),
