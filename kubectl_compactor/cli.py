@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import json
 import sys
@@ -20,6 +21,7 @@ from typing import Final
 
 import yaml
 
+from controller.plan.decide import Lift
 from kubectl_compactor.cluster_read import (
     CHUNK_SIZE,
     REQUEST_TIMEOUT,
@@ -27,6 +29,7 @@ from kubectl_compactor.cluster_read import (
     bulk_read,
     read_cluster,
 )
+from kubectl_compactor.counterfactual import TOP, relax
 from kubectl_compactor.failure import Failure
 from kubectl_compactor.inputs import (
     INSTANCE_TYPE_LABEL,
@@ -36,7 +39,7 @@ from kubectl_compactor.inputs import (
     with_policies,
 )
 from kubectl_compactor.render import as_dict, plot, text
-from kubectl_compactor.report import build, loads, preview_drains
+from kubectl_compactor.report import build, loads, preview_planner
 
 FAILED: Final = 2
 PROG: Final = "kubectl compactor"
@@ -67,6 +70,9 @@ def parser() -> argparse.ArgumentParser:
                    f"{INSTANCE_TYPE_LABEL}) to hourly price")
     p.add_argument("--price-per-node", type=float, metavar="HOURLY",
                    help="one hourly price for every node (for those --price does not list)")
+    p.add_argument("--no-counterfactual", action="store_true",
+                   help="skip what would free more (planning again with each of the first "
+                   f"{TOP} levers lifted)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw each node's requested CPU "
                    "and memory, before and after the plan's moves (needs matplotlib)")
     return top
@@ -94,8 +100,13 @@ def run(argv: Sequence[str] | None = None) -> tuple[int, str, list[str]]:
                 raise Failure(*chosen.problems)
         snapshot = with_policies(snapshot, chosen)
         now = datetime.datetime.now(datetime.UTC)
-        drains = preview_drains(snapshot, now)
+        planner = preview_planner(snapshot, now)
+        drains = planner(Lift())
         report = build(snapshot, drains, cost)
+        if not args.no_counterfactual:
+            report = dataclasses.replace(report, counterfactual=relax(
+                snapshot, drains, report.stays, planner, cost, report.bounds.capacity,
+                report.bounds.nodes_after - report.bounds.lower_bound))
         if args.plot:
             plot(loads(snapshot, drains), args.plot)
     except Failure as e:

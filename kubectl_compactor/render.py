@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from compaction import quantity
+from kubectl_compactor.counterfactual import Kind, Relaxed
 from kubectl_compactor.failure import Failure
 from kubectl_compactor.report import HOURS_PER_MONTH, NodeLoad, Report
 
@@ -38,7 +39,18 @@ def as_dict(report: Report) -> dict[str, Any]:
             "monthly": round(report.savings.monthly, 2), "hoursPerMonth": HOURS_PER_MONTH,
             "pricedNodes": report.savings.priced,
             "unpricedNodes": list(report.savings.unpriced)},
+        "counterfactual": None if report.counterfactual is None else [
+            _relaxed(r) for r in report.counterfactual],
     }
+
+
+def _relaxed(r: Relaxed) -> dict[str, Any]:
+    return {"kind": r.lever.kind.value, "target": r.lever.target,
+            **({"annotation": r.lever.annotation} if r.lever.annotation else {}),
+            "change": r.change, "estimate": r.estimate, "planned": r.more is not None,
+            "moreNodes": r.more, "nodes": list(r.nodes),
+            "systemPoolNodes": r.pool_nodes,
+            "monthlySavings": None if r.monthly is None else round(r.monthly, 2)}
 
 
 def _quantity(resource: str, milli: int) -> str:
@@ -98,7 +110,31 @@ def text(report: Report) -> str:
                     f"{_names(s.unpriced)}" if s.unpriced else "")
         lines.append(f"Savings: ${s.monthly:,.2f}/month ({HOURS_PER_MONTH} h) for "
                      f"{_plural(s.priced, 'priced node')}{unpriced}")
+    if report.counterfactual is not None:
+        lines += ["", *_counterfactual(report.counterfactual)]
     return "\n".join(lines)
+
+
+def _counterfactual(relaxed: Sequence[Relaxed]) -> list[str]:
+    """What would free more, each lever alone: planned again, then the estimated rest."""
+    if not relaxed:
+        return ["What would free more: nothing a setting, budget or annotation holds."]
+    lines = ["What would free more (each change alone, planned again):"]
+    for i, r in enumerate(x for x in relaxed if x.more is not None):
+        what = r.lever.target if r.lever.kind is not Kind.ANNOTATION else \
+            f"{r.lever.target} ({r.lever.annotation})"
+        pool = (f", its own pool about {_plural(r.pool_nodes, 'node')}" if r.pool_nodes
+                else "")
+        price = f", saves ${r.monthly:,.2f}/month" if r.monthly is not None else ""
+        lines.append(f"  {i + 1}. {r.lever.kind.value} {what}: frees "
+                     f"{r.more} more {'node' if r.more == 1 else 'nodes'}{pool}{price}")
+        lines.append(f"      {r.change}")
+    rest = [r for r in relaxed if r.more is None]
+    if rest:
+        lines.append(f"  Not planned again ({len(rest)}; by the nodes each alone holds): "
+                     + _names([f"{r.lever.kind.value} {r.lever.target} ({r.estimate})"
+                               for r in rest]))
+    return lines
 
 
 def plot(node_loads: Sequence[NodeLoad], file: str) -> None:

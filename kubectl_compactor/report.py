@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -22,10 +22,11 @@ from compaction.packing import bounds_per_resource, ffd
 from controller.components.pod_settings import RuntimeSettings
 from controller.drain_planner.drain_plan import DrainPlan
 from controller.drain_planner.reasons import CAUSES, Code, Reason
-from controller.plan.decide import drain_plans
+from controller.plan.decide import Lift, drain_planner, drain_plans
 from controller.plan.settings import PlanSettings
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.snapshot import Snapshot
+from kubectl_compactor.counterfactual import Relaxed
 from kubectl_compactor.inputs import NO_PRICES, Prices
 
 HOURS_PER_MONTH: Final = 730
@@ -97,6 +98,8 @@ class Report:
     bounds: Bounds
     unsimulated: tuple[Unsimulated, ...]
     savings: Savings | None
+    # What relaxing each lever would free more (``counterfactual``); None: not asked for.
+    counterfactual: tuple[Relaxed, ...] | None = None
 
     @property
     def pods_to_move(self) -> int:
@@ -111,6 +114,12 @@ def preview_drains(snapshot: Snapshot, now: datetime.datetime) -> tuple[DrainPla
     """The drains the controller's pass would plan from this snapshot, with its default
     settings."""
     return drain_plans(snapshot, settings(), now)
+
+
+def preview_planner(snapshot: Snapshot, now: datetime.datetime
+                    ) -> Callable[[Lift], tuple[DrainPlan, ...]]:
+    """``preview_drains`` with the planner's inputs lifted (``Lift()``: the same drains)."""
+    return drain_planner(snapshot, settings(), now)
 
 
 def _workload_pod(pod: PodInfo) -> bool:

@@ -10,6 +10,11 @@ the report. Each run's wall time (start to exit) and peak RSS (``wait4``'s ``ru_
 that one child) are measured; targets: under 20 s and under 1 GiB, judged on the median time
 and the largest RSS. The report is checked to judge every node.
 
+Each run is paired with one of the same plugin with ``--no-counterfactual``, interleaved, so
+that what the counterfactual (what would free more: the first few levers planned again) adds
+is measured in the same run: at most 50 % of the wall time (the medians), and the RSS of
+either under 1 GiB.
+
 ``--against DIR`` also runs another checkout's plugin (``python -m kubectl_compactor.cli``
 from DIR, e.g. a ``git worktree`` of an earlier commit), interleaved with this one's on the
 same cluster, and prints the ratio of their median wall and CPU times.
@@ -44,12 +49,19 @@ PLUGIN: Final = str(Path(sys.executable).parent / "kubectl-compactor")
 APISERVER_FLAGS: Final = ("--etcd-compaction-interval=0",)
 TARGET_SECONDS: Final = 20.0
 TARGET_RSS: Final = 2**30
-POLICY: Final = {
-    "apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
-    "metadata": {"name": "bench"},
-    "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": list(NAMESPACES)}},
-             "descheduler": {"highNodeUtilization": {
-                 "thresholds": {"cpu": 65, "memory": 65, "pods": 65}}}}}
+COUNTERFACTUAL_SHARE: Final = 0.5  # the most the counterfactual may add to the wall time
+THRESHOLDS: Final = 65
+
+
+def bench_policy(thresholds: int = THRESHOLDS) -> dict[str, Any]:
+    """The one policy over the mix's namespaces. Lower thresholds hold nodes the plan at 65 %
+    frees, so that the counterfactual has a lever to plan again."""
+    return {
+        "apiVersion": names.API_VERSION, "kind": names.POLICY_KIND,
+        "metadata": {"name": "bench"},
+        "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": list(NAMESPACES)}},
+                 "descheduler": {"highNodeUtilization": {"thresholds": {
+                     "cpu": thresholds, "memory": thresholds, "pods": thresholds}}}}}
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,8 @@ class Run:
     nodes_in_use: int
     freeable: int
     pods_to_move: int
+    levers: int = 0  # counterfactual levers planned again (0: skipped, or an older plugin)
+    first: str = ""  # the first lever and what it frees more
 
 
 def plugin_module(source: Path) -> str:
@@ -71,15 +85,19 @@ def plugin_module(source: Path) -> str:
     return "controller.preview_cli"
 
 
-def preview(kubeconfig: Path, policy: Path, source: Path | None = None) -> Run:
+def preview(kubeconfig: Path, policy: Path, source: Path | None = None,
+            counterfactual: bool = True) -> Run:
     """One run of the plugin as a child of its own, timed and measured by ``wait4``: the
-    installed one, or ``source``'s (a checkout's) with this interpreter."""
+    installed one, or ``source``'s (a checkout's) with this interpreter; without its
+    counterfactual when ``counterfactual`` is false."""
     command = [PLUGIN] if source is None else [sys.executable, "-m", plugin_module(source)]
     env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
         child = subprocess.Popen([*command, "plan", "-f", str(policy), "--kubeconfig",
-                                  str(kubeconfig), "-o", "json"], stdout=out, stderr=err,
+                                  str(kubeconfig), "-o", "json",
+                                  *(() if counterfactual else ("--no-counterfactual",))],
+                                 stdout=out, stderr=err,
                                  env=env, cwd=source)
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.monotonic() - started
@@ -90,12 +108,19 @@ def preview(kubeconfig: Path, policy: Path, source: Path | None = None) -> Run:
             raise SystemExit(f"the preview failed ({child.returncode}): "
                              f"{err.read().decode()[-2000:]}")
         report: dict[str, Any] = json.loads(out.read())
+    ranked = report.get("counterfactual") or ()
+    levers = sum(1 for r in ranked if r["planned"])
+    first = (f"{ranked[0]['kind']} {ranked[0]['target']}: {ranked[0]['moreNodes']} more "
+             f"(estimate {ranked[0]['estimate']})" if ranked else "")
     return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024,
-               len(report["nodesInUse"]), len(report["freeable"]), report["podsToMove"])
+               len(report["nodesInUse"]), len(report["freeable"]), report["podsToMove"],
+               levers, first)
 
 
-def measure(nodes: int, runs: int, keep: bool, against: Path | None = None
-            ) -> tuple[Shape, list[Run], list[Run]]:
+def measure(nodes: int, runs: int, keep: bool, against: Path | None = None,
+            thresholds: int = THRESHOLDS) -> tuple[Shape, list[Run], list[Run], list[Run]]:
+    """The cluster's shape, and the runs of this plugin, of it without its counterfactual,
+    and of ``against``'s, taking turns."""
     workdir = Path(tempfile.mkdtemp(prefix="compactor-bench-preview-"))
     try:
         with Cluster(ClusterConfig(workdir=workdir, start_timeout=300,
@@ -113,29 +138,42 @@ def measure(nodes: int, runs: int, keep: bool, against: Path | None = None
             kwok.stop()
             cluster.processes.remove(kwok)
             policy = workdir / "policy.yaml"
-            policy.write_text(yaml.safe_dump(POLICY))
+            policy.write_text(yaml.safe_dump(bench_policy(thresholds)))
             warm = preview(cluster.kubeconfig, policy)
             print(f"  warm-up: {warm.seconds:.1f} s (not counted)", flush=True)
             done: list[Run] = []
+            bare: list[Run] = []
             other: list[Run] = []
             for i in range(runs):
-                for runs_of, source, who in ((done, None, "this"), (other, against, "against")):
+                for runs_of, source, who in ((done, None, "this"),
+                                             (bare, None, "--no-counterfactual"),
+                                             (other, against, "against")):
                     if who == "against" and source is None:
                         continue
-                    runs_of.append(preview(cluster.kubeconfig, policy, source))
+                    runs_of.append(preview(cluster.kubeconfig, policy, source,
+                                           who != "--no-counterfactual"))
                     r = runs_of[-1]
                     print(f"  run {i + 1} ({who}): {r.seconds:.1f} s ({r.cpu:.1f} s of CPU), "
-                          f"{r.rss / 2**20:.0f} MiB", flush=True)
+                          f"{r.rss / 2**20:.0f} MiB, {r.levers} levers planned again"
+                          + (f", first {r.first}" if r.first else ""), flush=True)
             kube.close()
-            return shape, done, other
+            return shape, done, bare, other
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def verdicts(shape: Shape, runs: Sequence[Run]) -> list[tuple[str, bool, str]]:
+def counterfactual_share(runs: Sequence[Run], bare: Sequence[Run]) -> float:
+    """What the counterfactual adds to the median wall time, as a share of the preview's
+    without it."""
+    without = statistics.median(r.seconds for r in bare)
+    return statistics.median(r.seconds for r in runs) / without - 1
+
+
+def verdicts(shape: Shape, runs: Sequence[Run], bare: Sequence[Run] = ()
+             ) -> list[tuple[str, bool, str]]:
     median = statistics.median(r.seconds for r in runs)
-    rss = max(r.rss for r in runs)
+    rss = max(r.rss for r in (*runs, *bare))
     last = runs[-1]
     return [
         (f"the whole preview under {TARGET_SECONDS:.0f} s (median of {len(runs)})",
@@ -144,6 +182,10 @@ def verdicts(shape: Shape, runs: Sequence[Run]) -> list[tuple[str, bool, str]]:
         ("every node judged in use", last.nodes_in_use == shape.nodes,
          f"{last.nodes_in_use} of {shape.nodes}"),
         ("nodes freed", last.freeable > 0, f"{last.freeable}"),
+        *([(f"the counterfactual adds at most {COUNTERFACTUAL_SHARE:.0%} to the wall time "
+            "(medians, against --no-counterfactual)",
+            (share := counterfactual_share(runs, bare)) <= COUNTERFACTUAL_SHARE,
+            f"+{share:.0%}, {last.levers} levers planned again")] if bare else []),
     ]
 
 
@@ -168,9 +210,14 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the cluster's directory")
     parser.add_argument("--against", type=Path, metavar="DIR",
                         help="also run DIR's plugin (a checkout), interleaved, and compare")
+    parser.add_argument("--thresholds", type=int, default=THRESHOLDS, metavar="PCT",
+                        help=f"the policy's thresholds (default {THRESHOLDS})")
     args = parser.parse_args()
-    shape, runs, other = measure(args.nodes, args.runs, args.keep, args.against)
+    shape, runs, bare, other = measure(args.nodes, args.runs, args.keep, args.against,
+                                       args.thresholds)
     print(table(shape, runs))
+    print("--no-counterfactual:")
+    print(table(shape, bare))
     if other:
         print(f"against {args.against}:")
         print(table(shape, other))
@@ -178,7 +225,7 @@ def main() -> None:
             ratio = (statistics.median(getattr(r, key) for r in runs)
                      / statistics.median(getattr(r, key) for r in other))
             print(f"median {what} time, this / against: {ratio:.2f}")
-    checks = verdicts(shape, runs)
+    checks = verdicts(shape, runs, bare)
     for what, ok, figure in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {what}: {figure}")
     if not all(ok for _, ok, _ in checks):

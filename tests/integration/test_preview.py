@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from compaction import names
+from controller.process.reconciler import Reconciler
 from localcluster import Cluster, Kube
 from localcluster.cluster.control_plane import ROOT
 from localcluster.cluster.kube import path, wait_for
@@ -129,7 +131,9 @@ def test_the_preview_role_alone_plans_a_spread_cluster(spread: Spread, cluster: 
     freed = [f["node"] for f in report["freeable"]]
     assert len(freed) == 2 and set(freed) < set(spread.nodes), report
     (kept,) = set(spread.nodes) - set(freed)
-    assert [r["code"] for r in report["stays"][kept]] == ["destination"]
+    # It takes the Pods of the node freed last; the Pod it took from the node freed first has
+    # replaced an eviction too recently to move again (evictReplacementsAfter).
+    assert [r["code"] for r in report["stays"][kept]] == ["recently_replaced", "destination"]
     assert [(f["podsToMove"], f["evictions"]) for f in report["freeable"]] == [(1, 1), (1, 1)]
     # The three replicas fit on one node: the plan reaches the packing's bound for them.
     assert report["podsToMove"] == 2
@@ -290,3 +294,103 @@ def test_pods_the_simulation_does_not_judge_are_reported_and_hold_their_nodes(
     finally:
         for name in deployments:
             kube.delete(path("deployments", namespace, name))
+
+
+def _app(name: str, tag: str, replicas: int, cpu: str, **meta: Any) -> dict[str, Any]:
+    """A Deployment of ``replicas`` on the test's nodes (not pinned to any one), its Pods
+    with ``meta`` (annotations) added."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels, **meta}, "spec": {
+                "nodeSelector": {"preview-pool": tag},
+                "tolerations": [{"key": "preview", "operator": "Equal", "value": tag,
+                                 "effect": "NoSchedule"}],
+                "containers": [{"name": "app", "image": PAUSE, "resources": {
+                    "requests": {"cpu": cpu, "memory": "256Mi"}}}]}}}}
+
+
+@pytest.mark.asyncio
+async def test_what_would_free_more_ranks_a_closed_budget_first_and_relaxed_it_frees_that(
+        cluster: Cluster, kube: Kube, namespace: str, workloads: Cluster,
+        compaction_policies: Policies, in_process_reconciler: Reconciler, tmp_path: Path
+        ) -> None:
+    """As the demo's cluster holds them: a web replica on each of four nodes, a db of two
+    under a PodDisruptionBudget with maxUnavailable 0, and a cache annotated safe-to-evict
+    "false". The preview's counterfactual ranks the budget first, with what relaxing it
+    frees more; relaxed, the controller's own pass plans that many nodes more."""
+    tag = namespace
+    nodes = [f"what-if-{tag}-{i}" for i in range(4)]
+    workloads.add_nodes(kube, nodes, labels={"preview-pool": tag})
+    try:
+        for name in nodes:
+            kube.patch(path("nodes", name=name), {"spec": {"taints": [
+                {"key": "preview", "value": tag, "effect": "NoSchedule"}]}})
+        kube.create(path("deployments", namespace), _app("web", tag, 4, "200m"))
+
+        def on(app: str, count: int) -> list[str] | None:
+            pods = kube.items(path("pods", namespace), f"app={app}")
+            placed = [p["spec"].get("nodeName") for p in pods
+                      if p["status"].get("phase") == "Running"]
+            return placed if len(pods) == count == len(placed) else None
+        assert sorted(wait_for("web on every node", lambda: on("web", 4))) == sorted(nodes)
+        kube.create(path("deployments", namespace), _app("db", tag, 2, "200m"))
+        db = wait_for("db running", lambda: on("db", 2))
+        kube.create(path("poddisruptionbudgets", namespace), {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}}})
+        # The cache asks for more than the others: its node is the fullest, where the
+        # planner puts what it moves first.
+        kube.create(path("deployments", namespace), _app("cache", tag, 1, "1", annotations={
+            names.SAFE_TO_EVICT_ANNOTATION: "false"}))
+        (cache,) = wait_for("cache running", lambda: on("cache", 1))
+        assert len(set(db)) == 2 and cache not in db, (db, cache)  # the scheduler spread them
+        wait_for("the budget judged", lambda: kube.get(path(
+            "poddisruptionbudgets", namespace, "db"))["status"].get("currentHealthy") == 2)
+
+        spec = {"descheduler": {"nodeSelector": {"matchLabels": {"preview-pool": tag}}}}
+        policy_file = tmp_path / "policy.yaml"
+        policy_file.write_text(yaml.safe_dump({
+            "apiVersion": "compactor.dev/v1alpha1", "kind": "ClusterCompactionPolicy",
+            "metadata": {"name": "what-if"}, "spec": {
+                "scope": {"namespaceSelector": {"operator": "In", "values": [namespace]}},
+                **spec}}))
+        done = _run("plan", "-f", str(policy_file), "--kubeconfig", str(cluster.kubeconfig),
+                    "-o", "json", "--price-per-node", "0.1")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        freed = [f["node"] for f in report["freeable"] if f["node"] in nodes]
+        ranked = report["counterfactual"]
+        first = ranked[0]
+        assert (first["kind"], first["target"], first["planned"]) == (
+            "PodDisruptionBudget", f"{namespace}/db", True), ranked
+        assert first["moreNodes"] >= 1 and set(first["nodes"]) <= set(nodes), first
+        assert first["monthlySavings"] == pytest.approx(73.0 * first["moreNodes"])
+        annotation = next(r for r in ranked if r["kind"] == "annotation")
+        assert annotation["target"] == f"Deployment {namespace}/cache", annotation
+        assert annotation["annotation"] == names.SAFE_TO_EVICT_ANNOTATION
+        assert annotation["moreNodes"] is None or annotation["moreNodes"] < first["moreNodes"]
+        text = _run("plan", "-f", str(policy_file), "--kubeconfig", str(cluster.kubeconfig))
+        assert text.returncode == 0, text.stderr
+        assert (f"  1. PodDisruptionBudget {namespace}/db: frees {first['moreNodes']} more "
+                "node") in text.stdout, text.stdout
+        print(text.stdout)  # the sample of docs/preview.md
+
+        # Relaxed, the policy applied: the controller's pass frees that many more.
+        kube.patch(path("poddisruptionbudgets", namespace, "db"),
+                   {"spec": {"maxUnavailable": 1}})
+        wait_for("the budget allows 1", lambda: kube.get(path(
+            "poddisruptionbudgets", namespace, "db"))["status"].get("disruptionsAllowed") == 1)
+        name = compaction_policies.make(namespace, spec)
+        summary = await in_process_reconciler.reconcile()
+        assert not summary.errors, summary.errors
+        plan = kube.get(compaction_policies.path(name))["status"]["plan"]
+        assert plan["freeable"] == len(freed) + first["moreNodes"], (plan, freed, first)
+        assert set(first["nodes"]) <= set(plan["freeableNodes"]), (plan, first)
+    finally:
+        for app in ("web", "db", "cache"):
+            kube.delete(path("deployments", namespace, app))
+        for name in nodes:
+            kube.delete(path("nodes", name=name))

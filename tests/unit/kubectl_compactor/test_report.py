@@ -199,7 +199,9 @@ def test_a_spread_cluster_planned_by_the_controllers_own_plan() -> None:
     assert report.policies == ("spread",)
     assert len(report.freeable) == 2 and len(report.stays) == 1
     (kept,) = report.stays
-    assert {r.code for r in report.stays[kept]} == {"destination"}
+    # It takes the Pods of the node freed last; and the Pod it took from the node freed first
+    # has replaced an eviction too recently to move again (evictReplacementsAfter).
+    assert {r.code for r in report.stays[kept]} == {"destination", "recently_replaced"}
     assert report.bounds.nodes_after == report.bounds.lower_bound == report.bounds.ffd == 1
 
 
