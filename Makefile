@@ -107,10 +107,9 @@ chaos: $(STAMP) tools
 	$(BIN)/python -m localcluster.chaos
 
 ## bench-peers: Compactor beside Kyverno (built from its Go module, for this target only) and
-## no webhook, the same concurrent Pod creation through one API server; then the race on a
-## cluster Karpenter made (built for this target too): Karpenter alone, the descheduler
-## recipe, Compactor (setLabelsByEviction true, and false as the reference defaults it), at
-## 12 and 100 nodes, three seeds (not in CI)
+## no webhook, the same concurrent Pod creation through one API server; then the race beside
+## Karpenter (built for this target too): every arm from the same restored start per seed, in
+## a random order, 12 nodes, seeds 1 to 10, 10 minutes each (many hours; not in CI)
 bench-peers: $(STAMP) tools
 	@bash tools/build-kyverno.sh >/dev/null
 	$(BIN)/python -m loadtest.peers

@@ -54,10 +54,15 @@ class Consolidation:
 
     policy: str = "WhenEmpty"
     after: str = "Never"
+    # The share of nodes that may be disrupted at once; None leaves Karpenter's default (10%).
+    budget: str | None = "100%"
 
     def render(self) -> dict[str, Any]:
-        return {"consolidationPolicy": self.policy, "consolidateAfter": self.after,
-                "budgets": [{"nodes": "100%"}]}
+        out: dict[str, Any] = {"consolidationPolicy": self.policy,
+                               "consolidateAfter": self.after}
+        if self.budget is not None:
+            out["budgets"] = [{"nodes": self.budget}]
+        return out
 
 
 def _millicpu(q: str) -> int:
@@ -92,7 +97,9 @@ def instance_types(shape: NodeShape, price: float = 0.2) -> list[dict[str, Any]]
 
 
 def node_pool(name: str, shape: NodeShape, consolidation: Consolidation,
-              labels: dict[str, str] | None = None) -> dict[str, Any]:
+              labels: dict[str, str] | None = None,
+              requirements: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The NodePool; ``requirements`` replace its one instance type (a catalogue's pool)."""
     return {
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
         "spec": {
@@ -102,8 +109,9 @@ def node_pool(name: str, shape: NodeShape, consolidation: Consolidation,
                 "spec": {
                     "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass",
                                      "name": NODE_CLASS},
-                    "requirements": [{"key": "node.kubernetes.io/instance-type",
-                                      "operator": "In", "values": [instance_type_name(shape)]}],
+                    "requirements": requirements or [{
+                        "key": "node.kubernetes.io/instance-type", "operator": "In",
+                        "values": [instance_type_name(shape)]}],
                     "expireAfter": "Never",
                 }},
             "disruption": consolidation.render(),
@@ -115,9 +123,13 @@ class Karpenter:
     """The provider's process, its CRDs and one NodePool. Stopped by PID in ``stop``."""
 
     def __init__(self, cluster: Cluster, shape: NodeShape, pool: str = "default",
-                 home: Path | None = None) -> None:
+                 home: Path | None = None, catalogue: list[dict[str, Any]] | None = None,
+                 requirements: list[dict[str, Any]] | None = None) -> None:
         self.cluster = cluster
         self.shape = shape
+        # Instance types and the pool's requirements; by default the shape's one type.
+        self.catalogue = catalogue
+        self.requirements = requirements
         self.pool = pool
         self.home = home or karpenter_dir()
         self.dir = cluster.dir / "karpenter"
@@ -142,12 +154,13 @@ class Karpenter:
 
     def set_pool(self, kube: Kube, consolidation: Consolidation) -> None:
         kube.apply(path("nodepools", name=self.pool, api=KARPENTER_API),
-                   node_pool(self.pool, self.shape, consolidation))
+                   node_pool(self.pool, self.shape, consolidation,
+                             requirements=self.requirements))
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         types = self.dir / "instance-types.json"
-        types.write_text(json.dumps(instance_types(self.shape)))
+        types.write_text(json.dumps(self.catalogue or instance_types(self.shape)))
         self.metrics_port, health = free_port(), free_port()
         env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig),
                "INSTANCE_TYPES_FILE_PATH": str(types)}

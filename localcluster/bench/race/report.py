@@ -1,0 +1,121 @@
+"""The race's tables from its records (pure): one row per run, grouped by seed, then each arm
+against a reference arm paired by seed, with the sign-flip test's p-value."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from localcluster.bench.race.stats import describe, paired
+
+Record = dict[str, Any]  # a RunRecord as its JSON line holds it
+
+
+def _per_removed(r: Record) -> float | None:
+    m = r["metrics"]
+    net = m["in_use_before"] - m["in_use_after"]
+    return sum(m["evictions"].values()) / net if net > 0 else None
+
+
+# A figure may be undefined for a run (None): that seed's pair is left out.
+FIGURES: dict[str, Callable[[Record], float | None]] = {
+    "node-hours": lambda r: r["metrics"]["node_hours"],
+    "dollars": lambda r: r["metrics"]["dollars"],
+    "evictions": lambda r: sum(r["metrics"]["evictions"].values()),
+    "evictions per net node removed": _per_removed,
+}
+
+
+def load(lines: Sequence[str]) -> list[Record]:
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _t(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def _flags(m: Record) -> str:
+    out = []
+    if m["cut"]:
+        out.append("cut")
+    if m["karpenter_timeouts"]:
+        out.append(f"{m['karpenter_timeouts']} timeouts")
+    if m["karpenter_failed_validations"]:
+        out.append(f"{m['karpenter_failed_validations']} failed validations")
+    return ", ".join(out) or "-"
+
+
+def per_seed(records: Sequence[Record]) -> str:
+    head = ("| nodes | catalogue | seed | order | arm | node-hours | $ | nodes start → end "
+            "(NodeClaims) | in use before → after (net removed) | t50 / t90 s | evictions "
+            "by actor | evicted again | protected moved | PDBs violated | worst unavailable "
+            "| longest Pending s | launched (cause) | flags | load before / after |\n"
+            + "|---" * 19 + "|")
+    rows = [head]
+    for r in sorted(records, key=lambda r: (condition(r), r["seed"], r["order"])):
+        m = r["metrics"]
+        worst = max(m["max_unavailable"].items(), key=lambda kv: kv[1], default=("-", 0))
+        actors = ", ".join(f"{k} {v}" for k, v in sorted(m["evictions"].items())) or "0"
+        causes = ", ".join(f"{k} {v}" for k, v in sorted(m["launched_by_cause"].items()))
+        rows.append(
+            f"| {r['nodes']} | {r['catalogue']} | {r['seed']} | {r['order']} | {r['arm']} | "
+            f"{m['node_hours']:.3f} | {m['dollars']:.3f} | {m['nodes_start']} → "
+            f"{m['nodes_end']} ({m['claims_end']}) | {m['in_use_before']} → "
+            f"{m['in_use_after']} ({m['in_use_before'] - m['in_use_after']}) | "
+            f"{_t(m['t50'])} / {_t(m['t90'])} | {actors} | {m['evicted_again']} | "
+            f"{m['protected_moved']} | {m['pdb_violations']} | {worst[1]} ({worst[0]}) | "
+            f"{m['pending_max']:.0f} | {m['launched']}{f' ({causes})' if causes else ''} | "
+            f"{_flags(m)} | {r['load_before']:.1f} / {r['load_after']:.1f} |")
+    return "\n".join(rows)
+
+
+def condition(r: Record) -> tuple[int, str, str, float, int]:
+    """What two runs must share to be compared: size, catalogue, contract variant, horizon
+    and day cycles."""
+    return r["nodes"], r["catalogue"], r["variant"], r["horizon"], len(r.get("cycles") or ())
+
+
+def pairs(records: Sequence[Record], arm: str, reference: str, figure: str
+          ) -> tuple[list[float], list[float]]:
+    """The figure of ``arm`` and ``reference`` on every seed that ran both under the same
+    ``condition``."""
+    by: dict[tuple[tuple[int, str, str, float, int], int], dict[str, Record]] = \
+        defaultdict(dict)
+    for r in records:
+        by[(condition(r), r["seed"])][r["arm"]] = r
+    get = FIGURES[figure]
+    a, b = [], []
+    for _, arms in sorted(by.items()):
+        if arm in arms and reference in arms:
+            x, y = get(arms[arm]), get(arms[reference])
+            if x is not None and y is not None:
+                a.append(x)
+                b.append(y)
+    return a, b
+
+
+def paired_table(records: Sequence[Record], reference: str) -> str:
+    """Each arm against ``reference``: the median of the paired differences (arm −
+    reference), the exact sign-flip p-value, and a bootstrap interval from 10 pairs up."""
+    arms = sorted({r["arm"] for r in records} - {reference})
+    rows = [f"| arm − {reference} | " + " | ".join(FIGURES) + " |",
+            "|---" * (len(FIGURES) + 1) + "|"]
+    for arm in arms:
+        cells = [describe(paired(*pairs(records, arm, reference, f))) for f in FIGURES]
+        rows.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def cycles_table(records: Sequence[Record]) -> str:
+    """Node-hours and evictions per day cycle, per run that had cycles."""
+    rows = ["| nodes | seed | arm | cycle | node-hours | $ | evictions by actor | launched | "
+            "load before / after |", "|---" * 9 + "|"]
+    for r in sorted(records, key=lambda r: (condition(r), r["seed"], r["order"])):
+        for i, m in enumerate(r.get("cycles") or ()):
+            actors = ", ".join(f"{k} {v}" for k, v in sorted(m["evictions"].items())) or "0"
+            rows.append(f"| {r['nodes']} | {r['seed']} | {r['arm']} | {i + 1} | "
+                        f"{m['node_hours']:.3f} | {m['dollars']:.3f} | {actors} | "
+                        f"{m['launched']} | {r['load_before']:.1f} / {r['load_after']:.1f} |")
+    return "\n".join(rows)
