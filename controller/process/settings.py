@@ -36,8 +36,9 @@ from controller.components.pod_settings import (
 )
 from controller.plan.settings import PlanSettings
 
-# A pass starts no Pod patch after this long from its start; the next pass, at once, goes on
-# with the rest (so that no pass runs much past it, whatever the number of Pods).
+# A pass starts no Pod patch after this long from its first write (or three times its plan's
+# time, when longer: ``reconciler.write_budget``); the next pass, at once, goes on with the
+# rest (so that no pass runs much past it, whatever the number of Pods).
 PASS_BUDGET_SECONDS: Final = 4.0
 # The pass loop not come round for this long fails /livez. One round is at most a wait for the
 # caches (60 s, a new leader's first pass) and a pass (at 5,000 nodes and 150,500 Pods: 3.7 s
