@@ -39,7 +39,7 @@ import aiohttp
 import orjson
 
 from compaction import names
-from loadtest.planner import MIX
+from loadtest.planner import MIX, namespace
 from localcluster import Cluster, Kube
 from localcluster.cluster.control_plane import KWOK_ANNOTATION, MANUAL_STATUS
 from localcluster.cluster.kube import Credentials, path
@@ -70,12 +70,24 @@ def _node(name: str) -> dict[str, Any]:
         "status": {"capacity": capacity, "allocatable": capacity}}
 
 
-def _workloads(nodes: int) -> Iterator[tuple[str, dict[str, Any]]]:
+def team_namespaces(teams: int) -> tuple[str, ...]:
+    """The mix's namespaces: its own two with one team, two of each team's with several
+    (``loadtest.planner``'s names), each team's share of every workload in them."""
+    return tuple(namespace(ns, k, teams) for k in range(teams) for ns in NAMESPACES)
+
+
+def shares(nodes: int, teams: int) -> Iterator[tuple[str, str, int, int, int]]:
+    """(namespace, app, replicas, cpu, MiB) of every workload: each team an equal share."""
+    for mixed, app, per_100, cpu, mib in MIX:
+        for k in range(teams):
+            yield namespace(mixed, k, teams), app, per_100 * nodes // 100 // teams, cpu, mib
+
+
+def _workloads(nodes: int, teams: int = 1) -> Iterator[tuple[str, dict[str, Any]]]:
     """The Deployments and their one ReplicaSet each (never reconciled: no controller
     manager runs), and the DaemonSet; ``build`` makes each ReplicaSet's Deployment its
     owner."""
-    for ns, app, per_100, cpu, mib in MIX:
-        replicas = per_100 * nodes // 100
+    for ns, app, replicas, cpu, mib in shares(nodes, teams):
         labels = {"app": app}
         template = {"metadata": {"labels": labels}, "spec": {"containers": [
             {"name": "app", "image": PAUSE, "resources": {
@@ -90,7 +102,7 @@ def _workloads(nodes: int) -> Iterator[tuple[str, dict[str, Any]]]:
                 "name": f"{app}-1", "namespace": ns, "labels": labels},
             "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
                      "template": template}}
-    ns, name = AGENT
+    ns, name = namespace(AGENT[0], 0, teams), AGENT[1]
     labels = {"app": name}
     yield path("daemonsets", ns), {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
@@ -132,19 +144,19 @@ def running(index: int, container: str, now: str) -> dict[str, Any]:
             "restartCount": 0, "state": {"running": {"startedAt": now}}}]}}
 
 
-def pods(nodes: list[str], uids: dict[tuple[str, str], str]
+def pods(nodes: list[str], uids: dict[tuple[str, str], str], teams: int = 1
          ) -> Iterator[tuple[dict[str, Any], str]]:
     """Every Pod of the mix, spread round-robin as ``loadtest.planner.cluster`` spreads it,
-    a pinned one per 10 nodes and the DaemonSet's on each, with its container's name."""
+    a pinned one per 10 nodes (the teams' in turn) and the DaemonSet's on each, with its
+    container's name."""
     at = 0
-    for ns, app, per_100, cpu, mib in MIX:
+    for ns, app, replicas, cpu, mib in shares(len(nodes), teams):
         owner = _owner("ReplicaSet", f"{app}-1", uids["ReplicaSet", f"{ns}/{app}-1"])
-        for i in range(per_100 * len(nodes) // 100):
+        for i in range(replicas):
             yield _pod(ns, f"{app}-{i}", nodes[at % len(nodes)],
                        {"app": app, "pod-template-hash": "1"}, owner, cpu, mib), "app"
             at += 1
-    web = _owner("ReplicaSet", "web-1", uids["ReplicaSet", "production/web-1"])
-    ns, name = AGENT
+    ns, name = namespace(AGENT[0], 0, teams), AGENT[1]
     agent = _owner("DaemonSet", name, uids["DaemonSet", f"{ns}/{name}"])
     for i, node in enumerate(nodes):
         yield _pod(ns, f"{name}-{i}", node, {"app": name}, agent, 50, 64, affinity={
@@ -152,7 +164,9 @@ def pods(nodes: list[str], uids: dict[tuple[str, str], str]
                 "nodeSelectorTerms": [{"matchFields": [{
                     "key": "metadata.name", "operator": "In", "values": [node]}]}]}}}), "app"
         if i % 10 == 0:
-            yield _pod("production", f"pinned-{i}", node, {"app": "web"}, web, 100, 128,
+            team = namespace("production", i // 10 % teams, teams)
+            web = _owner("ReplicaSet", "web-1", uids["ReplicaSet", f"{team}/web-1"])
+            yield _pod(team, f"pinned-{i}", node, {"app": "web"}, web, 100, 128,
                        {names.SAFE_TO_EVICT_ANNOTATION: "false"}), "app"
 
 
@@ -287,13 +301,14 @@ def _wait(what: str, probe: Callable[[], int], want: int, timeout: float = 1800)
         time.sleep(5)
 
 
-def build(cluster: Cluster, kube: Kube, nodes: int) -> Shape:
-    """``nodes`` kwok nodes, Ready, and their Pods, Running (kwok must be started)."""
+def build(cluster: Cluster, kube: Kube, nodes: int, teams: int = 1) -> Shape:
+    """``nodes`` kwok nodes, Ready, and their Pods, Running (kwok must be started); with
+    several ``teams``, each has two namespaces of its own and its share of the mix."""
     started = time.monotonic()
-    for ns in NAMESPACES:
+    for ns in team_namespaces(teams):
         kube.ensure_namespace(ns, default_service_account=True)
     uids: dict[tuple[str, str], str] = {}
-    for url, body in _workloads(nodes):
+    for url, body in _workloads(nodes, teams):
         if body["kind"] == "ReplicaSet":
             m = body["metadata"]
             app = m["labels"]["app"]
@@ -308,7 +323,7 @@ def build(cluster: Cluster, kube: Kube, nodes: int) -> Shape:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     templates: dict[str, dict[str, Any]] = {}
     copies: list[tuple[dict[str, Any], int]] = []
-    for index, (pod, container) in enumerate(pods(node_names, uids)):
+    for index, (pod, container) in enumerate(pods(node_names, uids, teams)):
         shape = _shape(pod)
         if shape in templates:
             copies.append((pod, index))

@@ -22,6 +22,11 @@ def _samples(text: str, name: str) -> Iterator[Sample]:
         yield from (s for s in family.samples if s.name == name)
 
 
+def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample named exactly ``name``: its labels and value."""
+    return [(dict(s.labels), float(s.value)) for s in _samples(text, name)]
+
+
 def _has(labels: Mapping[str, str], match: Mapping[str, str] | None) -> bool:
     return all(labels.get(k) == v for k, v in (match or {}).items())
 
