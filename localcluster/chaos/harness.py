@@ -153,8 +153,10 @@ class Chaos:
                                   default_service_account=True)
         self._wait_webhook_called()
         self.apply_policy("chaos", policy_spec("chaos", True, True, pool="churn"))
+        # Loop detection is what this policy is for: a replacement may be replaced again at
+        # once (evictReplacementsAfter 0s), or its second observation would take 5 minutes.
         self.apply_policy("loop", policy_spec("loop", True, False, window="15m", threshold=2,
-                                              suppression="1h"))
+                                              suppression="1h", evict_replacements_after="0s"))
         self.stack.start_scheduler()
         env, notes = self._planted()
         for workload in self.churned:

@@ -14,7 +14,8 @@ PAUSE = "registry.k8s.io/pause:3.10"
 
 def policy_spec(namespace: str, hook: bool, descheduler: bool, *, window: str = "1m",
                 threshold: int = 3, suppression: str = "1m",
-                pool: str | None = None) -> dict[str, Any]:
+                pool: str | None = None,
+                evict_replacements_after: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "scope": {"namespaceSelector": {"operator": "In", "values": [namespace]},
                   "workloadTypes": ["Deployment"]},
@@ -27,6 +28,8 @@ def policy_spec(namespace: str, hook: bool, descheduler: bool, *, window: str = 
             "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 50, "pods": 50}}}}
     if pool:
         spec["descheduler"]["nodeSelector"] = {"matchLabels": {"chaos.compactor.test/pool": pool}}
+    if evict_replacements_after is not None:
+        spec["descheduler"]["evictReplacementsAfter"] = evict_replacements_after
     return spec
 
 
