@@ -92,10 +92,13 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
            exempt: frozenset[str] = names.EXEMPT_SCHEDULERS,
            protected: frozenset[str] = names.PROTECTED_NAMESPACES,
            readmission: Readmission | None = None,
-           first: frozenset[str] = frozenset()) -> HookDecision:
+           first: frozenset[str] = frozenset(), allowance: Allowance = NONE,
+           room: int | None = None) -> HookDecision:
     """One decision for one workload under its policy. ``readmission``: where replacements
     land (a Pod whose replacement would come back to its node, or find none, is left alone);
-    ``first``: the nodes the plan would free, whose Pods are replaced first."""
+    ``first``: the nodes the plan would free, whose Pods are replaced first; ``allowance``:
+    the Pods Compactor may not evict now; ``room``: the evictions the workload's budget still
+    allows (None: no budget)."""
     d = policy.descheduler
     state = ConvergenceState.parse(workload.annotations).within(d.loop_detection_window, now)
     if workload.suppressed:
@@ -222,10 +225,15 @@ def replay(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership
     """``pods`` once the runtime hook has replaced all it would, each replacement where the
     compaction scheduler puts it: for the preview. The controller replaces one Pod per
     workload at a time, every workload at once: here a round takes each workload's next in
-    turn, the Pods of ``first`` (the nodes the plan would free) first, as ``decide`` does."""
+    turn, the Pods of ``first`` (the nodes the plan would free) first, as ``decide`` does;
+    a workload's eviction budget, as ``allowance`` has it, bounds its replacements."""
     queues: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
-    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected):
+    room: dict[WorkloadKey, int] = {}
+    for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected,
+                           allowance):
         queues[m.workload.key].append(pod)
+        if (budget := allowance.budget_of.get(pod.key)) is not None:
+            room[m.workload.key] = allowance.left.get(budget, 0)
     for queue in queues.values():
         queue.sort(key=lambda p: (p.node_name not in first, p.name), reverse=True)  # popped
     moved: dict[tuple[str, str], PodInfo] = {}
