@@ -152,9 +152,11 @@ class Chaos:
             kube.ensure_namespace(ns, WEBHOOK_OFF if ns == "loop" else None,
                                   default_service_account=True)
         self._wait_webhook_called()
-        self.apply_policy("chaos", policy_spec("chaos", True, True, pool="churn"))
-        # Loop detection is what this policy is for: a replacement may be replaced again at
-        # once (evictReplacementsAfter 0s), or its second observation would take 5 minutes.
+        # The harness judges convergence after each fault within a bound shorter than
+        # evictReplacementsAfter's default (5 minutes), and loop detection needs a second
+        # replacement soon after the first: both policies replace a replacement at once.
+        self.apply_policy("chaos", policy_spec("chaos", True, True, pool="churn",
+                                               evict_replacements_after="0s"))
         self.apply_policy("loop", policy_spec("loop", True, False, window="15m", threshold=2,
                                               suppression="1h", evict_replacements_after="0s"))
         self.stack.start_scheduler()
