@@ -12,14 +12,12 @@ import pytest
 
 from compaction import names
 from compaction.selector import parse_selector
-from compaction.workload import WorkloadType
 from controller.drain_planner.reasons import Code, Reason
 from controller.plan.decide import Lift
 from controller.snapshot.owner import OwnerInfo
 from controller.snapshot.pdb import PdbInfo
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.snapshot import Snapshot
-from controller.snapshot.workload import WorkloadInfo, parse_workload
 from kubectl_compactor import inputs, render
 from kubectl_compactor import report as preview
 from kubectl_compactor.counterfactual import (
@@ -32,6 +30,7 @@ from kubectl_compactor.counterfactual import (
     relax,
 )
 from tests.unit.controller.drain_planner.test_planner import NOW, node, pod
+from tests.unit.kubectl_compactor.test_report import deployment
 
 WORKLOADS = {("shop", "web"): "Deployment shop/web", ("shop", "cache"): "StatefulSet shop/cache"}
 
@@ -125,15 +124,6 @@ def test_the_estimate_is_capped_by_the_packing(kind: Kind, alone: int, slack: in
 # --- planned again by the controller's planner ------------------------------------------
 
 
-def _deployment(name: str, ns: str, replicas: int) -> WorkloadInfo:
-    w = parse_workload(WorkloadType.DEPLOYMENT, {
-        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
-        "spec": {"replicas": replicas, "template": {"metadata": {"labels": {"app": name}}}}},
-        {})
-    assert w is not None
-    return w
-
-
 def _of(name: str, on: str, app: str, **extra: Any) -> PodInfo:
     return pod(name, on, owner=("ReplicaSet", f"{app}-1"), labels={"app": app}, **extra)
 
@@ -158,7 +148,7 @@ def _cluster(spec: dict[str, Any] | None = None) -> Snapshot:
         nodes=nodes, pods=pods, namespaces={"shop": {}, "kube-system": {}},
         pdbs=(PdbInfo("shop", "db", parse_selector({"matchLabels": {"app": "db"}}, "s", []),
                       0),),
-        workloads=tuple(_deployment(n, "shop", r) for n, r in (("web", 4), ("db", 2),
+        workloads=tuple(deployment(n, "shop", r) for n, r in (("web", 4), ("db", 2),
                                                               ("cache", 1))),
         owners=tuple(OwnerInfo("ReplicaSet", "shop", f"{n}-1", ("Deployment", n), {})
                      for n in ("web", "db", "cache"))), chosen)

@@ -169,7 +169,8 @@ def policy_doc(**over: Any) -> dict[str, Any]:
             "metadata": {"name": "spread"}, "spec": {}, **over}
 
 
-def _deployment(name: str, ns: str, replicas: int) -> WorkloadInfo:
+def deployment(name: str, ns: str, replicas: int) -> WorkloadInfo:
+    """A Deployment of ``replicas`` whose Pods carry ``app: <name>``."""
     w = parse_workload(WorkloadType.DEPLOYMENT, {
         "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
         "spec": {"replicas": replicas, "template": {"metadata": {"labels": {"app": name}}}}},
@@ -189,7 +190,7 @@ def spread_snapshot() -> Snapshot:
         "scope": {"namespaceSelector": {"operator": "In", "values": ["shop"]}}}))])
     return inputs.with_policies(Snapshot(
         nodes=nodes, pods=tuple(_spread(nodes)), namespaces={"shop": {}},
-        workloads=(_deployment("web", "shop", 3),),
+        workloads=(deployment("web", "shop", 3),),
         owners=(OwnerInfo("ReplicaSet", "shop", "web-1", ("Deployment", "web"), {}),)), chosen)
 
 
