@@ -70,7 +70,6 @@ class _Decided:
     pools: Mapping[str, LabelSelector]
     node_labels: Mapping[str, Mapping[str, str]]
     waiting: frozenset[str]  # policies whose drains wait for the scheduler
-    paused: frozenset[str]  # policies that start no drain now
     readmission: Readmission  # where the runtime hook's replacements land
     limits: Limits  # the workloads' eviction budgets and recent replacements
 
@@ -114,12 +113,20 @@ def _decide(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     readmission = Readmission(snapshot.nodes, snapshot.pods)
     found = limits(decided, members, snapshot.pods, now,
                    frozenset(n.name for n in snapshot.nodes if drain_owner(n) is not None))
-    paused = frozenset(waiting | converging(snapshot.pods, members, pools, node_labels,
-                                            settings.exempt_schedulers, up, snapshot.pdbs,
-                                            settings.protected_namespaces, readmission,
-                                            found.allowance))
     return _Decided(active, evaluation, health, composed, decided, members, blocking.newly,
-                    observed, pools, node_labels, waiting, paused, readmission, found)
+                    observed, pools, node_labels, waiting, readmission, found)
+
+
+def _paused(d: _Decided, settings: PlanSettings, pods: Sequence[PodInfo],
+            pdbs: Sequence[PdbInfo], first: frozenset[str],
+            readmission: Readmission | None = None) -> frozenset[str]:
+    """The policies that start no drain now: their scheduler cannot schedule, or their runtime
+    hook still has Pods to replace on ``first``, the nodes the plan frees (whether a node is
+    freeable does not depend on which policies are paused)."""
+    return frozenset(d.waiting | converging(
+        pods, d.members, d.pools, d.node_labels, settings.exempt_schedulers, d.health.routes,
+        pdbs, settings.protected_namespaces, readmission or d.readmission,
+        d.limits.allowance, first))
 
 
 def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
@@ -130,8 +137,15 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
     d = _decide(snapshot, settings, now, memory, out)
     drains, memo = drain_memo.reuse_or_choose(
         memory.drains, d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
-        snapshot.pdbs, now, settings.drain_timeout, d.paused, settings.protected_namespaces,
+        snapshot.pdbs, now, settings.drain_timeout, d.waiting, settings.protected_namespaces,
         d.limits.allowance)
+    first = _freeable(drains)
+    if paused := _paused(d, settings, snapshot.pods, snapshot.pdbs, first) - d.waiting:
+        # Planned again with them paused, the memo kept for the plan without: the pause lasts
+        # only while the hook replaces the Pods of the nodes the plan frees.
+        drains = choose_drains(d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
+                               snapshot.pdbs, now, settings.drain_timeout, d.waiting | paused,
+                               settings.protected_namespaces, d.limits.allowance)
     # A drain under way pauses while its Pods' scheduler cannot schedule: the taint stays, and
     # no Pod keeps the mark its descheduler evicts by (an evictee would wait for the scheduler).
     draining = {key: (p.policy, p.moves.get(key, "")) for p in drains
@@ -143,7 +157,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
                               _marks(draining, d.members, snapshot, drains), now)
     run_hook(d.workloads, d.members, d.node_labels, d.pools, snapshot.pods,
              settings.intent_grace, settings.exempt_schedulers, memory, now, d.waiting, out,
-             settings.protected_namespaces, d.readmission, _freeable(drains),
+             settings.protected_namespaces, d.readmission, first,
              d.limits.allowance, frozenset(draining))
     out.actions[start:start] = record_patches(
         d.workloads, d.limits, _counted(draining, d.members, snapshot, out.actions[start:]), now)
@@ -247,13 +261,14 @@ def drain_planner(snapshot: Snapshot, settings: PlanSettings, now: datetime.date
                                  settings.drain_timeout, paused, settings.protected_namespaces,
                                  after_moves(d.limits.allowance, moved, holds))
 
-        if not d.paused - d.waiting:
+        first = _freeable(choose(start))
+        if not _paused(d, settings, start, pdbs, first,
+                       Readmission(snapshot.nodes, start)) - d.waiting:
             return eventually(choose, start)
         # Replayed on a cluster of its own: each replay relocates the Pods it replaces.
         pods = replay(start, d.members, d.pools, d.node_labels, settings.exempt_schedulers,
-                      d.health.routes, pdbs, Readmission(snapshot.nodes, start),
-                      _freeable(choose(start, d.paused)), settings.protected_namespaces,
-                      d.limits.allowance)
+                      d.health.routes, pdbs, Readmission(snapshot.nodes, start), first,
+                      settings.protected_namespaces, d.limits.allowance)
         return with_replacements(start, pods, eventually(choose, pods), {
             key: m.policy.id for key, m in d.members.items() if m.policy is not None})
     return plans

@@ -96,7 +96,8 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
            room: int | None = None) -> HookDecision:
     """One decision for one workload under its policy. ``readmission``: where replacements
     land (a Pod whose replacement would come back to its node, or find none, is left alone);
-    ``first``: the nodes the plan would free, whose Pods are replaced first; ``allowance``:
+    ``first``: the nodes the plan would free: with ``readmission``, only their Pods are
+    replaced (elsewhere an eviction frees no node), without it theirs first; ``allowance``:
     the Pods Compactor may not evict now; ``room``: the evictions the workload's budget still
     allows (None: no budget)."""
     d = policy.descheduler
@@ -152,6 +153,11 @@ def decide(workload: WorkloadInfo, policy: Policy, pods: Sequence[PodInfo],
             skipped += 1
     victim = None
     for pod in sorted(candidates, key=lambda p: (p.node_name not in first, p.name)):
+        if readmission is not None and pod.node_name not in first:
+            # Its node stays in use whatever moves: the eviction would free nothing. Only a
+            # drain or a rollout replaces it.
+            skipped += 1
+            continue
         target = readmission.target(pod) if readmission is not None else None
         if readmission is not None and (target is None or target.info.name == pod.node_name):
             skipped += 1
@@ -200,18 +206,20 @@ def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
                node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
                up: bool, pdbs: Sequence[PdbInfo] = (),
                protected: frozenset[str] = names.PROTECTED_NAMESPACES,
-               readmission: Readmission | None = None, allowance: Allowance = NONE
-               ) -> set[str]:
+               readmission: Readmission | None = None, allowance: Allowance = NONE,
+               first: frozenset[str] = frozenset()) -> set[str]:
     """Policies whose runtime hook still has Pods to replace (``awaiting``): it starts no new
     drain meanwhile (the drains under way go on), since the hook's replacements and a drain's
     evictees would contend for the same room, and an evictee that finds none comes back to
-    the node it left. A Pod whose replacement would come back to its node (``readmission``)
-    is left alone and holds nothing."""
+    the node it left. With ``readmission``, as in ``decide``, only the Pods of ``first`` (the
+    nodes the plan would free) are replaced, and only those whose replacement would not come
+    back to their node: the others are left alone and hold nothing."""
     out: set[str] = set()
     for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected,
                            allowance):
         assert m.policy is not None
-        if m.policy.id not in out and (readmission is None or not readmission.comes_back(pod)):
+        if m.policy.id not in out and (readmission is None or (
+                pod.node_name in first and not readmission.comes_back(pod))):
             out.add(m.policy.id)
     return out
 
@@ -225,12 +233,14 @@ def replay(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership
     """``pods`` once the runtime hook has replaced all it would, each replacement where the
     compaction scheduler puts it: for the preview. The controller replaces one Pod per
     workload at a time, every workload at once: here a round takes each workload's next in
-    turn, the Pods of ``first`` (the nodes the plan would free) first, as ``decide`` does;
+    turn, and only the Pods of ``first`` (the nodes the plan would free), as ``decide`` does;
     a workload's eviction budget, as ``allowance`` has it, bounds its replacements."""
     queues: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
     room: dict[WorkloadKey, int] = {}
     for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected,
                            allowance):
+        if pod.node_name not in first:
+            continue  # its node stays in use: ``decide`` leaves it alone
         queues[m.workload.key].append(pod)
         if (budget := allowance.budget_of.get(pod.key)) is not None:
             room[m.workload.key] = allowance.left.get(budget, 0)

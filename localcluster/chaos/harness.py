@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import orjson
@@ -64,6 +64,11 @@ FAILED_OPEN = "compactor_admission_failed_open_total"
 OBSERVE_AFTER = 10.0
 
 
+# The node pool of each namespace's fixed Deployments: the hook's and the looping workload's
+# alone on theirs, so that the plan frees the nodes they stand on.
+_POOLS: Final = {"hook": "hook", "bulk": "static", "loop": "loop"}
+
+
 @dataclass(frozen=True)
 class ChaosConfig:
     churn_nodes: int = 4
@@ -73,6 +78,7 @@ class ChaosConfig:
     high: int = 6
     churn_interval: float = 2.0
     rollout_every: float = 30.0
+    hook_nodes: int = 2
     hook_workloads: int = 4
     hook_replicas: int = 3
     bulk_workloads: int = 2
@@ -140,6 +146,10 @@ class Chaos:
                                labels={"chaos.compactor.test/pool": "churn"})
         self.cluster.add_nodes(kube, [f"static-{i}" for i in range(c.static_nodes)], shape,
                                labels={"chaos.compactor.test/pool": "static"})
+        self.cluster.add_nodes(kube, [f"hook-{i}" for i in range(c.hook_nodes)], shape,
+                               labels={"chaos.compactor.test/pool": "hook"})
+        self.cluster.add_nodes(kube, ["loop-0"], shape,
+                               labels={"chaos.compactor.test/pool": "loop"})
         for relay in (self.webhook_api, self.controller_api, self.balancer):
             relay.start()
         self.stack.install()
@@ -167,18 +177,21 @@ class Chaos:
                                                             "64Mi", env, notes))
         for workload, replicas in self.fixed.items():
             ns, name = workload.split("/")
-            kube.create(path("deployments", ns), deployment(name, replicas, "static", "5m",
+            kube.create(path("deployments", ns), deployment(name, replicas, _POOLS[ns], "5m",
                                                             "8Mi", env, notes))
         wait_for("every Pod running", self._all_running, timeout=300, interval=1)
-        # The runtime hook replaces no Pod whose replacement would come back to its node (a
-        # tie counts as one): a static node half full, joining once every Pod runs, is where
-        # the compaction scheduler would put the looping Pod's replacement.
-        self.cluster.add_nodes(kube, ["static-half"], shape,
-                               labels={"chaos.compactor.test/pool": "static"})
-        kube.create(path("pods", "kube-system"), {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "static-half-filler"},
-            "spec": {"nodeName": "static-half", "containers": [{
-                "name": "c", "image": "pause", "resources": {"requests": {"cpu": "4"}}}]}})
+        # The runtime hook replaces only the Pods of the nodes the plan frees, and none whose
+        # replacement would come back to its node (a tie counts as one). A half-full node
+        # joining the hook's pool and the looping workload's, once every Pod runs, makes
+        # every node their Pods stand on freeable, and is where the compaction scheduler
+        # would put their replacements.
+        for pool in ("hook", "loop"):
+            self.cluster.add_nodes(kube, [f"{pool}-half"], shape,
+                                   labels={"chaos.compactor.test/pool": pool})
+            kube.create(path("pods", "kube-system"), {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{pool}-half-filler"},
+                "spec": {"nodeName": f"{pool}-half", "containers": [{
+                    "name": "c", "image": "pause", "resources": {"requests": {"cpu": "4"}}}]}})
         wait_for("the looping workload suppressed", self._loop_suppressed, timeout=180,
                  interval=1)
         self.timeline = PodTimeline(self.cluster.credentials,

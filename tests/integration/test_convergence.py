@@ -110,6 +110,27 @@ def _label(kube: Kube, ns: str, name: str, key: str) -> str | None:
     return labels.get(key)
 
 
+def _alone_then_a_fuller_node(cluster: Cluster, kube: Kube, namespace: str, app: str,
+                              replicas: int) -> None:
+    """``app``'s Pods placed by the default scheduler on the one node of a pool of their own,
+    then a fuller node joins it: the plan frees the first node, and the compaction scheduler
+    would put every replacement on the second."""
+    pool = f"conv-{uuid.uuid4().hex[:5]}"
+    cluster.add_nodes(kube, [f"{pool}-a"], labels={"compactor.test/pool": pool})
+    made = deployment(app, replicas)
+    made["spec"]["template"]["spec"]["nodeSelector"] = {"compactor.test/pool": pool}
+    kube.create(path("deployments", namespace), made)
+    wait_for(f"{replicas} running",
+             lambda: running_pods(kube, namespace, f"app={app}", replicas))
+    cluster.add_nodes(kube, [f"{pool}-b"], labels={"compactor.test/pool": pool})
+    kube.create(path("pods", namespace), {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
+        "spec": {"nodeName": f"{pool}-b", "containers": [{
+            "name": "c", "image": "pause", "resources": {"requests": {"cpu": "3"}}}]}})
+    wait_for("the filler running", lambda: kube.get(path("pods", namespace, "filler"))[
+        "status"].get("phase") == "Running")
+
+
 @pytest.mark.asyncio
 async def test_pods_created_before_the_policy_are_replaced_one_at_a_time(
         cluster: Cluster, stack: RunningWebhook, kube: Kube, namespace: str,
@@ -119,19 +140,7 @@ async def test_pods_created_before_the_policy_are_replaced_one_at_a_time(
     replaces each (it leaves alone a Pod whose replacement would come back)."""
     kube.patch(path("namespaces", name=namespace),
                {"metadata": {"labels": {WEBHOOK_NAMESPACE_LABEL: "on"}}})
-    pool = f"conv-{uuid.uuid4().hex[:5]}"
-    cluster.add_nodes(kube, [f"{pool}-a"], labels={"compactor.test/pool": pool})
-    legacy = deployment("legacy", 3)
-    legacy["spec"]["template"]["spec"]["nodeSelector"] = {"compactor.test/pool": pool}
-    kube.create(path("deployments", namespace), legacy)
-    wait_for("3 running", lambda: running_pods(kube, namespace, "app=legacy", 3))
-    cluster.add_nodes(kube, [f"{pool}-b"], labels={"compactor.test/pool": pool})
-    kube.create(path("pods", namespace), {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"},
-        "spec": {"nodeName": f"{pool}-b", "containers": [{
-            "name": "c", "image": "pause", "resources": {"requests": {"cpu": "3"}}}]}})
-    wait_for("the filler running", lambda: kube.get(path("pods", namespace, "filler"))[
-        "status"].get("phase") == "Running")
+    _alone_then_a_fuller_node(cluster, kube, namespace, "legacy", 3)
     _make_policy(kube, policy, namespace)
 
     # Counted as the Deployment counts its maxUnavailable: replicas short of Running Pods not
@@ -158,9 +167,11 @@ async def test_pods_created_before_the_policy_are_replaced_one_at_a_time(
 
 
 @pytest.mark.asyncio
-async def test_a_pdb_with_max_unavailable_zero_stops_the_hook_and_nothing_is_deleted(
+async def test_a_pdb_with_max_unavailable_zero_keeps_the_hook_away_and_nothing_is_deleted(
         stack: RunningWebhook, kube: Kube, namespace: str, policy: dict[str, Any],
         controller: Reconciler) -> None:
+    """The budget keeps the Pods' nodes in use, so the hook, which replaces only the Pods of
+    the nodes the plan frees, never tries them; the policy's status says why each stays."""
     kube.create(path("deployments", namespace), deployment("guarded", 2))
     wait_for("2 running", lambda: running_pods(kube, namespace, "app=guarded", 2))
     kube.create(path("poddisruptionbudgets", namespace), {
@@ -168,14 +179,19 @@ async def test_a_pdb_with_max_unavailable_zero_stops_the_hook_and_nothing_is_del
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}})
     wait_for("PDB judged", lambda: kube.get(path("poddisruptionbudgets", namespace, "pdb"))
              ["status"].get("currentHealthy") == 2)
-    uids = {p["metadata"]["uid"] for p in _pods(kube, namespace, "guarded")}
-    _make_policy(kube, policy, namespace)
+    guarded = _pods(kube, namespace, "guarded")
+    uids = {p["metadata"]["uid"] for p in guarded}
+    name = _make_policy(kube, policy, namespace)
     for _ in range(6):
         await controller.reconcile()
         await asyncio.sleep(0.3)
     assert {p["metadata"]["uid"] for p in _pods(kube, namespace, "guarded")} == uids
-    assert _metric(controller, "compactor_runtime_evictions_total", result="pdb_blocked") >= 1
+    assert _metric(controller, "compactor_runtime_evictions_total", result="pdb_blocked") == 0
     assert _metric(controller, "compactor_runtime_evictions_total", result="evicted") == 0
+    unremovable = {u["node"]: u["reasons"] for u in
+                   kube.get(_ccp(name))["status"]["plan"]["unremovable"]}
+    for node in {p["spec"]["nodeName"] for p in guarded}:
+        assert any("PodDisruptionBudget" in r for r in unremovable[node]), unremovable.get(node)
 
 
 @pytest.mark.asyncio
@@ -184,8 +200,8 @@ async def test_replacements_that_never_converge_are_suppressed_then_released(
         policy: dict[str, Any], controller: Reconciler) -> None:
     # This namespace is not served by the webhook, as during an outage with failurePolicy
     # Ignore: every replacement comes back exactly as unlabelled as the Pod it replaced.
-    kube.create(path("deployments", namespace), deployment("stuck", 1))
-    wait_for("1 running", lambda: running_pods(kube, namespace, "app=stuck", 1))
+    # Alone on a node the plan frees: the hook replaces only the Pods of such nodes.
+    _alone_then_a_fuller_node(cluster, kube, namespace, "stuck", 1)
     # Long enough to outlast every step below; the restarted controller's clock skips it.
     # Replacements replaced at once (evictReplacementsAfter 0s): the loop is found in seconds.
     name = _make_policy(kube, policy, namespace, {

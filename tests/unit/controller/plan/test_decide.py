@@ -23,6 +23,7 @@ from controller.plan.actions import (
     WriteStatus,
 )
 from controller.plan.between_passes import Memory
+from controller.plan.convergence import ConvergenceState
 from controller.plan.decide import drain_plans, plan
 from controller.plan.own_objects import digest
 from controller.plan.settings import PlanSettings
@@ -345,7 +346,29 @@ def test_a_pod_its_budget_keeps_from_the_runtime_hook_does_not_hold_the_drains()
     go = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads,
                         pods=(*settled, guarded), pdbs=(budget,)), SETTINGS, NOW)
     assert go.drains[0].draining == ("sparse",) and len(_taint_patches(go)) == 1
+    # Allowed, it is still left alone: "dense" stays in use whatever moves, so its eviction
+    # would free nothing, and it holds no drain.
     allowed = replace(budget, disruptions_allowed=1)
-    held = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads,
+    kept = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=workloads,
                           pods=(*settled, guarded), pdbs=(allowed,)), SETTINGS, NOW)
-    assert held.drains[0].draining == () and _taint_patches(held) == []
+    assert kept.of(Evict) == []
+    assert kept.drains[0].draining == ("sparse",) and len(_taint_patches(kept)) == 1
+
+
+def test_the_hook_replacing_pods_of_a_node_the_plan_frees_holds_the_drains() -> None:
+    """x1 stands on "sparse", which the plan frees: the hook replaces it, and no drain starts
+    meanwhile (its replacement and the drain's evictees would contend for "dense")."""
+    allocatable = {"cpu": 4000, "memory": 16 * 2**30 * 1000, "pods": 110_000}
+    nodes = (NodeInfo("dense", {}, allocatable), NodeInfo("sparse", {}, allocatable))
+    policy = _policy(setLabelsByEviction=True)
+    old = NOW - datetime.timedelta(hours=1)
+    pods = tuple(replace(p, created=old) for p in (
+        _on("d1", "dense", True, 2000), _on("s1", "sparse", True), _on("x1", "sparse", False)))
+    settled = ConvergenceState(intent_hash=INTENT.hash,
+                               intent_since=NOW - datetime.timedelta(minutes=10)).render()
+    workload = _deploy(LABELLED, {**ANNOTATED, "compactor.dev/convergence": settled})
+    p = plan(_snapshot(nodes=nodes, policies=(policy,), workloads=(workload,), pods=pods),
+             SETTINGS, NOW)
+    assert [e.name for e in p.of(Evict)] == ["x1"]
+    assert p.drains[0].freeable == ("sparse",)
+    assert p.drains[0].draining == () and _taint_patches(p) == []

@@ -205,15 +205,19 @@ def _placed(name: str, node: str, cpu: int) -> PodInfo:
 
 @pytest.mark.parametrize(("pods", "first", "victim", "skipped"), [
     # "full" is the compaction scheduler's choice for each: a Pod there would come back.
-    pytest.param([_placed("a", "full", 500), _placed("b", "thin", 500)], frozenset(), "b", 1,
+    pytest.param([_placed("a", "full", 500), _placed("b", "thin", 500)],
+                 frozenset({"full", "thin"}), "b", 1,
                  id="one-that-would-come-back-is-left-alone"),
-    pytest.param([_placed("a", "full", 500), _placed("b", "full", 500)], frozenset(), None,
-                 2, id="all-would-come-back"),
-    # Both would move; the one on a node the plan frees goes first, whatever its name.
+    pytest.param([_placed("a", "full", 500), _placed("b", "full", 500)], frozenset({"full"}),
+                 None, 2, id="all-would-come-back"),
+    # Both would move; only the one on a node the plan frees goes, whatever its name: the
+    # other's node stays in use, so its eviction would free nothing.
     pytest.param([_placed("a", "thin", 500), _placed("b", "free", 500)],
                  frozenset({"free"}), "b", 0, id="the-nodes-the-plan-frees-first"),
+    pytest.param([_placed("a", "thin", 500), _placed("b", "thin", 500)],
+                 frozenset({"free"}), None, 2, id="only-on-the-nodes-the-plan-frees"),
 ])
-def test_the_hook_replaces_only_pods_whose_replacement_moves_those_it_frees_first(
+def test_the_hook_replaces_only_pods_of_the_nodes_the_plan_frees_whose_replacement_moves(
         pods: list[PodInfo], first: frozenset[str], victim: str | None, skipped: int) -> None:
     nodes = [NodeInfo("full", {}, ALLOCATABLE), NodeInfo("thin", {}, ALLOCATABLE),
              NodeInfo("free", {}, ALLOCATABLE)]

@@ -137,9 +137,12 @@ def _untainted() -> tuple[NodeInfo, ...]:
 
 
 @pytest.mark.parametrize(("extra", "held"), [
-    # Its node lost the label it selects: its replacement goes to "sparse".
-    pytest.param({"constraints": Constraints(node_selector={"pool": "b"})}, True,
-                 id="a-pod-the-hook-will-replace-holds-new-drains"),
+    # Its node lost the label it selects: its replacement goes to "sparse". But "dense" stays
+    # in use whatever moves, so the hook leaves it alone.
+    pytest.param({"constraints": Constraints(node_selector={"pool": "b"})}, False,
+                 id="a-pod-of-a-node-the-plan-keeps-is-left-alone"),
+    # On the node the plan frees, its replacement goes to "dense": the hook replaces it first.
+    pytest.param({"node_name": "sparse"}, True, id="a-pod-the-hook-will-replace-holds-new-drains"),
     # "dense" is the compaction scheduler's choice for it too: replacing it is futile.
     pytest.param({}, False, id="a-pod-whose-replacement-comes-back-is-left-alone"),
     pytest.param({"local_storage": True}, False, id="local-storage-never-replaced"),
@@ -153,8 +156,9 @@ def test_only_pods_the_runtime_hook_would_replace_hold_new_drains(
     # node. The hook replaces it unless a skip rule holds; one it never replaces must not
     # keep the policy from draining for ever.
     stale = PodInfo("shop", "old", "u-old", {}, extra.pop("annotations", {}),
-                    ("ReplicaSet", "web-1"), node_name="dense", phase="Running", ready=True,
-                    requests={"cpu": 100, "memory": 64 * 2**20 * 1000}, **extra)
+                    ("ReplicaSet", "web-1"), node_name=extra.pop("node_name", "dense"),
+                    phase="Running", ready=True, requests={"cpu": 100, "memory": 64 * 2**20 * 1000},
+                    **extra)
     nodes = (_untainted()[0], replace(_untainted()[1], labels={"pool": "b"}))
     p = _pass((*SETTLED, stale), nodes, (_policy(setLabelsByEviction=True),))
     assert p.drains[0].freeable == ("sparse",)
