@@ -189,7 +189,8 @@ def _counted(draining: Mapping[tuple[str, str], object],
              actions: Sequence[object]) -> dict[WorkloadKey, list[str]]:
     """The uids of the Pods whose evictions this pass decides, per workload: those the drains
     mark, and those the runtime hook evicts."""
-    uids = {p.key: p.uid for p in snapshot.pods}
+    # Read off the Pods only while a drain marks some: most passes mark none.
+    uids = {p.key: p.uid for p in snapshot.pods if p.key in draining} if draining else {}
     by_path = {m.workload.path: m.workload.key for m in members.values()}
     out: dict[WorkloadKey, list[str]] = {}
     for key in draining:

@@ -44,7 +44,7 @@ from controller.plan.eviction_limits import budget_room
 from controller.plan.membership import Membership
 from controller.plan.workload_metadata import intent_of
 from controller.snapshot.fields import format_time
-from controller.snapshot.pdb import PdbInfo, eviction_refused
+from controller.snapshot.pdb import PdbInfo, by_namespace, eviction_refused
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.workload import WorkloadInfo, WorkloadKey
 
@@ -184,12 +184,14 @@ def awaiting(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membersh
     the budget allows one, which for ``maxUnavailable: 0`` is never. Nor one Compactor may
     not evict now (``allowance``: its workload's eviction budget, a recent replacement)."""
     intents: dict[tuple[str, WorkloadType], Intent | None] = {}
+    budgets = by_namespace(pdbs)  # a budget covers only the Pods of its own namespace
     for pod in pods:
         m = members.get(pod.key)
         if m is None or m.policy is None or not m.policy.set_labels_by_eviction or \
                 pod.phase != "Running" or m.workload.suppressed:
             continue
-        if eviction_refused(pod, pdbs) is not None or not allowance.evictable(pod):
+        if eviction_refused(pod, budgets.get(pod.namespace, ())) is not None or \
+                not allowance.evictable(pod):
             continue
         which = (m.policy.id, m.workload.view.kind)
         if which not in intents:
