@@ -214,6 +214,8 @@ def descheduler_run(stack: CompactorStack, kube: Kube, kubeconfig: Path, policy_
     file.write_text(cm["data"]["policy.yaml"])
     apiserver = stack.cluster.process("kube-apiserver").pid
     log = stack.dir / f"descheduler-{policy_id}.log"
+    # What it may evict: its policy's Pods the planner marked (counted before it is timed).
+    marked = len(kube.items(path("pods"), f"{names.DRAINING_LABEL}={policy_id}"))
     before, cpu0, started = _apiserver(kube), cpu_seconds(apiserver), time.monotonic()
     with log.open("w") as out:
         child = subprocess.Popen(
@@ -228,9 +230,14 @@ def descheduler_run(stack: CompactorStack, kube: Kube, kubeconfig: Path, policy_
     text = log.read_text()
     if child.returncode != 0:
         raise RuntimeError(f"descheduler {policy_id} failed:\n{text[-3000:]}")
+    if marked and not evicted_pods(text):  # why it left them: its own words
+        said = [line for line in text.splitlines()
+                if any(w in line.lower() for w in ("underutiliz", "evict", "threshold", "fit"))]
+        print(f"  descheduler {policy_id} evicted none of {marked} marked Pods; its log says:\n"
+              + "\n".join(f"    {line[:300]}" for line in said[-20:]), flush=True)
     return sf.DeschedulerRun(policy_id, seconds, usage.ru_maxrss / 1024,
                              sf.listed(before, _apiserver(kube)), max(cpu, 0.0),
-                             len(evicted_pods(text)))
+                             len(evicted_pods(text)), marked)
 
 
 def measure(nodes: int, steady_seconds: float, runs: int, minute_seconds: float,
@@ -332,7 +339,8 @@ def measure(nodes: int, steady_seconds: float, runs: int, minute_seconds: float,
                 done.append(descheduler_run(stack, kube, kubeconfig, policies[index].id, idle))
                 d = done[-1]
                 print(f"  descheduler {d.policy}: {d.seconds:.1f} s, {d.rss_mib:.0f} MiB, "
-                      f"{d.evicted} evicted, API server {d.apiserver_cpu:.1f} CPU s", flush=True)
+                      f"{d.marked} marked for it, {d.evicted} evicted, "
+                      f"API server {d.apiserver_cpu:.1f} CPU s", flush=True)
             rss = _rss(cluster)
             controller_rpm = (scrape.value(c3, "compactor_controller_api_requests")
                               - scrape.value(c2, "compactor_controller_api_requests")) \

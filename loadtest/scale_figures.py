@@ -176,6 +176,7 @@ class DeschedulerRun:
     listed: Mapping[str, float]  # objects the API server returned to its lists, by resource
     apiserver_cpu: float  # the API server's CPU seconds during the run, its idle rate removed
     evicted: int
+    marked: int = 0  # its policy's Pods the planner had marked when it started: what it may evict
 
 
 @dataclass(frozen=True)
@@ -285,14 +286,14 @@ def requests_table(runs: Sequence[Figures], top: int = 15, attr: str = "steady_r
 def runs_table(runs: Sequence[Figures]) -> str:
     """One row per descheduler run."""
     lines = ["| nodes | policy | wall (s) | peak RSS (MiB) | objects sent to it (lists, "
-             "watches) | API server CPU (s) | evicted |",
+             "watches) | API server CPU (s) | marked for it / evicted |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
         for d in r.runs:
             objects = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(
                 d.listed.items(), key=lambda kv: -kv[1]) if v >= 1)
             lines.append(f"| {r.nodes:,} | {d.policy} | {d.seconds:.1f} | {d.rss_mib:.0f} | "
-                         f"{objects} | {d.apiserver_cpu:.1f} | {d.evicted} |")
+                         f"{objects} | {d.apiserver_cpu:.1f} | {d.marked} / {d.evicted} |")
     return "\n".join(lines)
 
 

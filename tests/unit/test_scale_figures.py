@@ -139,7 +139,7 @@ def _figures(**kw: object) -> sf.Figures:
         steady_rpm={"PUT leases": 12.0}, labelling_requests={"PATCH pods": 150_000.0},
         controller_rpm=14.0, events_per_pass=0.0,
         status_writes_per_pass=0.0, load="1.0 → 2.0",
-        runs=(sf.DeschedulerRun("team-00", 30.0, 700.0, {"pods": 150_000.0}, 10.0, 5),))
+        runs=(sf.DeschedulerRun("team-00", 30.0, 700.0, {"pods": 150_000.0}, 10.0, 5, 7),))
     base.update(kw)
     return sf.Figures(**base)  # type: ignore[arg-type]
 
@@ -156,7 +156,7 @@ def test_goals_judged_and_the_tables_render() -> None:
     assert "| labelling / floor (goal ≤ 1.5) | 1.25 |" in sf.table([big])
     assert "`PUT leases` | 12.0 |" in sf.requests_table([big])
     assert "`PATCH pods` | 150,000.0 |" in sf.requests_table([big], attr="labelling_requests")
-    assert "| 5,000 | team-00 | 30.0 | 700 | pods 150,000 | 10.0 | 5 |" in sf.runs_table([big])
+    assert "| 5,000 | team-00 | 30.0 | 700 | pods 150,000 | 10.0 | 7 / 5 |" in sf.runs_table([big])
 
 
 def test_the_compaction_schedulers_deployment_made_available_reads_as_available() -> None:
