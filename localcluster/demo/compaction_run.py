@@ -31,7 +31,14 @@ from localcluster.demo.measure import (
 )
 from localcluster.demo.nodepool import NodePool
 from localcluster.demo.pod_watch import PodWatch
-from localcluster.demo.scenario import Provision, Scenario, apply_policy, create, settled
+from localcluster.demo.scenario import (
+    Provision,
+    Scenario,
+    TeamPolicy,
+    apply_policy,
+    create,
+    settled,
+)
 
 PASSES = "compactor_reconcile_duration_seconds_count"  # the controller's completed passes
 
@@ -59,10 +66,18 @@ class Outcome:
     nodes: NodeCensus | None = None  # the NodePool's, when Karpenter made the nodes
 
 
-def _awaiting_hook(pods: list[PodFact]) -> list[PodFact]:
+def _awaiting_hook(kube: Kube, scenario: Scenario, pods: list[PodFact]) -> list[PodFact]:
     """Managed Pods admitted without the compaction state (placed before the policy, or
-    admitted while the webhook's cache was stale): the runtime hook replaces them."""
-    return [p for p in pods if p.managed and p.scheduler != names.MANAGED_SCHEDULER]
+    admitted while the webhook's cache was stale) on a node a policy's plan frees: the
+    runtime hook replaces them. It leaves alone those of the nodes the plans keep."""
+    freeable = {n for team in scenario.policies for n in _plan(kube, team).get(
+        "freeableNodes", ())}
+    return [p for p in pods if p.managed and p.scheduler != names.MANAGED_SCHEDULER
+            and p.node in freeable]
+
+
+def _plan(kube: Kube, team: TeamPolicy) -> dict[str, Any]:
+    return (kube.get(team.path).get("status") or {}).get("plan") or {}
 
 
 def _wait(kube: Kube, scenario: Scenario, timeout: float, hook: bool = False) -> None:
@@ -70,7 +85,8 @@ def _wait(kube: Kube, scenario: Scenario, timeout: float, hook: bool = False) ->
     bounded: the assertions judge a run that never settles."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if settled(kube, scenario) and not (hook and _awaiting_hook(snapshot(kube))):
+        if settled(kube, scenario) and not (
+                hook and _awaiting_hook(kube, scenario, snapshot(kube))):
             return
         time.sleep(0.3)
 
@@ -82,7 +98,7 @@ def _plans_more(kube: Kube, scenario: Scenario, pods: list[PodFact]) -> bool:
     so waiting for it cannot lower the nodes carrying managed Pods."""
     movable = nodes_with(p for p in pods if p.managed)
     for team in scenario.policies:
-        plan = (kube.get(team.path).get("status") or {}).get("plan") or {}
+        plan = _plan(kube, team)
         if movable & {*plan.get("freeableNodes", ()), *plan.get("drainingNodes", ())}:
             return True
     return False
@@ -199,7 +215,7 @@ def _compact(cluster: Cluster, kube: Kube, stack: Stack, scenario: Scenario,
             if p.managed and p.node:
                 seen_on[p.node].add(p.uid)
         previous = now
-        pending_hook = _awaiting_hook(now) if hook else []
+        pending_hook = _awaiting_hook(kube, scenario, now) if hook else []
         in_use = len(nodes_with(p for p in now if p.managed))
         kept = len(nodes_with(p for p in now if p.stays))
         if in_use < best or kept < best_kept:
