@@ -165,17 +165,9 @@ def three_teams() -> Scenario:
         App("production", "cache", 2, "1", "3Gi", kind="StatefulSet"),
         App("batch", "worker", 6, "500m", "1Gi"),
         App("analytics", "report", 6, "250m", "512Mi"),
-    ), teams=(TeamPolicy("compact-production", _at_once(_team_spec(2, ("production",)))),
-              TeamPolicy("batch-team", _at_once(_team_spec(2)), "batch"),
-              TeamPolicy("analytics-team", _at_once(_team_spec(2)), "analytics")))
-
-
-def _at_once(spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` whose replacements may move again at once. The three teams' run judges the
-    packing it ends at within minutes, with the runtime hook at work; evictReplacementsAfter's
-    default (5 minutes) held it short of that once in a clean-clone run (the interval has
-    tests of its own)."""
-    return {**spec, "descheduler": {**spec["descheduler"], "evictReplacementsAfter": "0s"}}
+    ), teams=(TeamPolicy("compact-production", _team_spec(2, ("production",))),
+              TeamPolicy("batch-team", _team_spec(2), "batch"),
+              TeamPolicy("analytics-team", _team_spec(2), "analytics")))
 
 
 def _template(labels: dict[str, str], cpu: str, memory: str,
