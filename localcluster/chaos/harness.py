@@ -321,8 +321,11 @@ class Chaos:
     def noncompliant(self, namespaces: dict[str, bool]) -> list[str]:
         """Live Pods (namespace/name) of these namespaces' managed Deployments not (yet)
         admitted with their workload's intent; a namespace whose Deployments carry no intent
-        yet counts as itself."""
+        yet counts as itself. The scheduler is judged (``namespaces``' True) only on the nodes
+        a policy's plan frees: the runtime hook replaces no Pod elsewhere, which keeps the
+        scheduler it has, labelled in place."""
         out = []
+        freeable = self._freeable() if any(namespaces.values()) else set()
         for ns, scheduler in namespaces.items():
             intents = {}
             for d in self.kube.items(path("deployments", ns)):
@@ -338,9 +341,16 @@ class Chaos:
                 if p["metadata"].get("deletionTimestamp") or app not in intents or \
                         p["status"].get("phase") in ("Succeeded", "Failed"):
                     continue
-                if not compliant(p, intents[app], scheduler):
+                judged = scheduler and p["spec"].get("nodeName") in freeable
+                if not compliant(p, intents[app], judged):
                     out.append(f"{ns}/{p['metadata']['name']}")
         return out
+
+    def _freeable(self) -> set[str]:
+        """The nodes the policies' plans free, as their status says."""
+        return {n for policy in self.kube.items(path(names.POLICY_PLURAL, api=POLICY_API))
+                for n in ((policy.get("status") or {}).get("plan") or {}).get(
+                    "freeableNodes", ())}
 
     def suppressed(self, namespaces: dict[str, bool]) -> set[str]:
         """The namespaces' workloads loop detection has suppressed right now."""
