@@ -262,9 +262,13 @@ def drain_planner(snapshot: Snapshot, settings: PlanSettings, now: datetime.date
                                  settings.drain_timeout, paused, settings.protected_namespaces,
                                  after_moves(d.limits.allowance, moved, holds))
 
-        first = _freeable(choose(start))
-        if not _paused(d, settings, start, pdbs, first,
-                       Readmission(snapshot.nodes, start)) - d.waiting:
+        def paused(first: frozenset[str]) -> frozenset[str]:
+            return _paused(d, settings, start, pdbs, first,
+                           Readmission(snapshot.nodes, start)) - d.waiting
+
+        # Planned once more to find the nodes freed only where a hook has Pods to replace.
+        if not paused(frozenset(n.name for n in snapshot.nodes)) or \
+                not paused(first := _freeable(choose(start))):
             return eventually(choose, start)
         # Replayed on a cluster of its own: each replay relocates the Pods it replaces.
         pods = replay(start, d.members, d.pools, d.node_labels, settings.exempt_schedulers,
