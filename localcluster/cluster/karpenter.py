@@ -124,8 +124,11 @@ class Karpenter:
 
     def __init__(self, cluster: Cluster, shape: NodeShape, pool: str = "default",
                  home: Path | None = None, catalogue: list[dict[str, Any]] | None = None,
-                 requirements: list[dict[str, Any]] | None = None) -> None:
+                 requirements: list[dict[str, Any]] | None = None,
+                 log_level: str = "info") -> None:
         self.cluster = cluster
+        # "debug" keeps each consolidation's decision (Balanced's scores among them).
+        self.log_level = log_level
         self.shape = shape
         # Instance types and the pool's requirements; by default the shape's one type.
         self.catalogue = catalogue
@@ -168,7 +171,7 @@ class Karpenter:
             str(self.home / "bin" / "karpenter-kwok"), "--disable-leader-election",
             f"--metrics-port={self.metrics_port}", f"--health-probe-port={health}",
             # Decide within a second of the last pending Pod: the demo's batches are small.
-            "--batch-idle-duration=1s", "--batch-max-duration=5s", "--log-level=info",
+            "--batch-idle-duration=1s", "--batch-max-duration=5s", f"--log-level={self.log_level}",
         ], self.cluster.dir / "logs" / "karpenter.log", env=env)
         proc.start()
         self.process = proc

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -64,6 +65,11 @@ def main() -> None:
                           lambda s: print(s, flush=True), cycles=args.cycles)
             with lines.open("a") as f:
                 f.write(record.to_json() + "\n")
+            # Why a consolidator moved or stood still: its own decisions, kept beside the rows.
+            if (log := workdir / "logs" / "karpenter.log").exists():
+                logs = args.out / "logs"
+                logs.mkdir(exist_ok=True)
+                shutil.copy(log, logs / f"{args.nodes}-{seed}-{name}-karpenter.log")
     records = report.load(lines.read_text().splitlines())
     text = "\n\n".join([report.per_seed(records), report.paired_table(records, "karpenter"),
                         report.paired_table(records, "control"),

@@ -89,7 +89,8 @@ def race(a: Arm, start: Start, order: int, workdir: Path, horizon: float,
             stack.start_webhook()
             stack.start_controller()
         karpenter = Karpenter(cluster, NodeShape(), catalogue=catalogue,
-                              requirements=ON_DEMAND_AMD64 if catalogue else None)
+                              requirements=ON_DEMAND_AMD64 if catalogue else None,
+                              log_level="debug")
         with karpenter:
             karpenter.install(kube)
             karpenter.start()
