@@ -262,9 +262,10 @@ def drain_planner(snapshot: Snapshot, settings: PlanSettings, now: datetime.date
                                  settings.drain_timeout, paused, settings.protected_namespaces,
                                  after_moves(d.limits.allowance, moved, holds))
 
+        judged = Readmission(snapshot.nodes, start)  # asked only, never moved: one for both
+
         def paused(first: frozenset[str]) -> frozenset[str]:
-            return _paused(d, settings, start, pdbs, first,
-                           Readmission(snapshot.nodes, start)) - d.waiting
+            return _paused(d, settings, start, pdbs, first, judged) - d.waiting
 
         # Planned once more to find the nodes freed only where a hook has Pods to replace.
         if not paused(frozenset(n.name for n in snapshot.nodes)) or \
