@@ -5,9 +5,11 @@ Layout: ``chaos`` holds Deployments scaled up and down all the time (a policy wi
 runtime hook and the descheduler, on a pool of its own); ``hook`` and ``bulk`` hold
 workloads placed before any policy covers them, for the controller kills; ``loop`` is a
 namespace the webhook is never called for, so its workload's replacements come back
-unpatched until loop detection suppresses it. Compactor's webhooks reach the API server
-through one relay and its controllers through another (a fault can slow or cut either), and
-the API server reaches the webhooks through a balancer. Everything listens on loopback.
+unpatched until loop detection suppresses it. Each pool's nodes carry a taint only the
+harness's workloads tolerate; Compactor's own Pods keep to a node of their own.
+Compactor's webhooks reach the API server through one relay and its controllers through
+another (a fault can slow or cut either), and the API server reaches the webhooks through a
+balancer. Everything listens on loopback.
 """
 
 from __future__ import annotations
@@ -39,7 +41,14 @@ from localcluster.chaos.reliability import (
     p99_ms,
     takeover,
 )
-from localcluster.chaos.scenario import LIMITS, compliant, deployment, policy_spec
+from localcluster.chaos.scenario import (
+    LIMITS,
+    POOL_KEY,
+    compliant,
+    deployment,
+    policy_spec,
+    pool_taint,
+)
 from localcluster.chaos.timeline import PodTimeline
 from localcluster.cluster import scrape
 from localcluster.cluster.control_plane import Cluster, NodeShape
@@ -67,6 +76,7 @@ OBSERVE_AFTER = 10.0
 # The node pool of each namespace's fixed Deployments: the hook's and the looping workload's
 # alone on theirs, so that the plan frees the nodes they stand on.
 _POOLS: Final = {"hook": "hook", "bulk": "static", "loop": "loop"}
+_SHAPE: Final = NodeShape(cpu="8", memory="32Gi", pods="110")
 
 
 @dataclass(frozen=True)
@@ -141,15 +151,11 @@ class Chaos:
     def start(self) -> None:
         c, kube = self.config, self.kube
         self.cluster.start_workers()
-        shape = NodeShape(cpu="8", memory="32Gi", pods="110")
-        self.cluster.add_nodes(kube, [f"churn-{i}" for i in range(c.churn_nodes)], shape,
-                               labels={"chaos.compactor.test/pool": "churn"})
-        self.cluster.add_nodes(kube, [f"static-{i}" for i in range(c.static_nodes)], shape,
-                               labels={"chaos.compactor.test/pool": "static"})
-        self.cluster.add_nodes(kube, [f"hook-{i}" for i in range(c.hook_nodes)], shape,
-                               labels={"chaos.compactor.test/pool": "hook"})
-        self.cluster.add_nodes(kube, ["loop-0"], shape,
-                               labels={"chaos.compactor.test/pool": "loop"})
+        self._pool("churn", [f"churn-{i}" for i in range(c.churn_nodes)])
+        self._pool("static", [f"static-{i}" for i in range(c.static_nodes)])
+        self._pool("hook", [f"hook-{i}" for i in range(c.hook_nodes)])
+        self._pool("loop", ["loop-0"])
+        self.cluster.add_nodes(kube, ["system-0"], _SHAPE)  # Compactor's own Pods
         for relay in (self.webhook_api, self.controller_api, self.balancer):
             relay.start()
         self.stack.install()
@@ -186,8 +192,7 @@ class Chaos:
         # every node their Pods stand on freeable, and is where the compaction scheduler
         # would put their replacements.
         for pool in ("hook", "loop"):
-            self.cluster.add_nodes(kube, [f"{pool}-half"], shape,
-                                   labels={"chaos.compactor.test/pool": pool})
+            self._pool(pool, [f"{pool}-half"])
             kube.create(path("pods", "kube-system"), {
                 "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{pool}-half-filler"},
                 "spec": {"nodeName": f"{pool}-half", "containers": [{
@@ -210,6 +215,10 @@ class Chaos:
         for relay in (self.balancer, self.webhook_api, self.controller_api):
             relay.stop()
         self.kube.close()
+
+    def _pool(self, pool: str, nodes: list[str]) -> None:
+        self.cluster.add_nodes(self.kube, nodes, _SHAPE, labels={POOL_KEY: pool},
+                               taints=[pool_taint(pool)])
 
     def _planted(self) -> tuple[dict[str, str], dict[str, str]]:
         env = {"CHAOS_SECRET": self.config.secrets["env"]} if "env" in self.config.secrets \

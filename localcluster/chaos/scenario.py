@@ -10,6 +10,15 @@ from localcluster.chaos.reliability import Limits
 
 LIMITS = Limits(per_node=2, per_namespace=2, total=2)
 PAUSE = "registry.k8s.io/pause:3.10"
+# The label of each node pool, and its NoSchedule taint with the pool as value: only the
+# harness's workloads tolerate it, so that Compactor's own Pods (the scheduler's, the
+# descheduler Jobs', which kwok pretends to run) keep to a node of their own and never hold a
+# pool node the plan would free.
+POOL_KEY = "chaos.compactor.test/pool"
+
+
+def pool_taint(pool: str) -> dict[str, str]:
+    return {"key": POOL_KEY, "value": pool, "effect": "NoSchedule"}
 
 
 def policy_spec(namespace: str, hook: bool, descheduler: bool, *, window: str = "1m",
@@ -27,7 +36,7 @@ def policy_spec(namespace: str, hook: bool, descheduler: bool, *, window: str = 
             "loopDetectionThreshold": threshold, "suppressionDuration": suppression,
             "highNodeUtilization": {"thresholds": {"cpu": 50, "memory": 50, "pods": 50}}}}
     if pool:
-        spec["descheduler"]["nodeSelector"] = {"matchLabels": {"chaos.compactor.test/pool": pool}}
+        spec["descheduler"]["nodeSelector"] = {"matchLabels": {POOL_KEY: pool}}
     if evict_replacements_after is not None:
         spec["descheduler"]["evictReplacementsAfter"] = evict_replacements_after
     return spec
@@ -40,7 +49,9 @@ def deployment(name: str, replicas: int, pool: str, cpu: str, memory: str,
                      "template": {"metadata": {"labels": {"app": name},
                                                "annotations": annotations},
                                   "spec": {"terminationGracePeriodSeconds": 0,
-                                           "nodeSelector": {"chaos.compactor.test/pool": pool},
+                                           "nodeSelector": {POOL_KEY: pool},
+                                           "tolerations": [{**pool_taint(pool),
+                                                            "operator": "Equal"}],
                                            "containers": [{
                                                "name": "app", "image": PAUSE,
                                                "env": [{"name": k, "value": v}

@@ -319,7 +319,8 @@ class Cluster:
     # --- cluster content -----------------------------------------------------------
 
     def add_nodes(self, kube: Kube, names: list[str], shape: NodeShape = NodeShape(),
-                  labels: dict[str, str] | None = None, wait: bool = True) -> None:
+                  labels: dict[str, str] | None = None, wait: bool = True,
+                  taints: list[dict[str, str]] | None = None) -> None:
         for name in names:
             capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods}
             kube.create(path("nodes"), {
@@ -329,6 +330,7 @@ class Cluster:
                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                "type": "kwok", **(labels or {})},
                 },
+                "spec": {"taints": taints or []},
                 "status": {"capacity": capacity, "allocatable": capacity},
             })
         if wait:

@@ -14,10 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from compaction import names
 from localcluster.chaos import faults
 from localcluster.chaos.harness import LEASE_SECONDS, Chaos, ChaosConfig
 from localcluster.chaos.reliability import FaultReport, leaks, table
 from localcluster.cluster.control_plane import Cluster, ClusterConfig
+from localcluster.cluster.kube import path
 
 CONFIG = ChaosConfig(churn_nodes=2, static_nodes=1, churned=2, low=1, high=4,
                      churn_interval=2.0, rollout_every=20.0, hook_workloads=2, hook_replicas=2,
@@ -80,6 +82,16 @@ def test_the_compaction_scheduler_gone_strands_no_pod(chaos: Chaos) -> None:
     report = chaos.reports[-1]
     _nothing_lost(report)
     assert report.stranded == 0, table([report])
+
+
+def test_compactors_own_pods_never_hold_a_pool_node(chaos: Chaos) -> None:
+    # The harness's premise: a Pod of Compactor's namespace (the scheduler's, recreated by the
+    # fault above, or a descheduler Job's) on a pool node would keep the plan from freeing it,
+    # and the hook from replacing the Pods there.
+    placed = {p["metadata"]["name"]: p["spec"].get("nodeName")
+              for p in chaos.kube.items(path("pods", names.INSTALL_NAMESPACE))}
+    assert any(name.startswith(names.MANAGED_SCHEDULER) for name in placed), placed
+    assert set(placed.values()) <= {"system-0", None}, placed
 
 
 def test_no_planted_secret_reaches_a_log(chaos: Chaos) -> None:
