@@ -118,14 +118,14 @@ def _decide(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
 
 
 def _paused(d: _Decided, settings: PlanSettings, pods: Sequence[PodInfo],
-            pdbs: Sequence[PdbInfo], first: frozenset[str],
+            pdbs: Sequence[PdbInfo], first: frozenset[str], now: datetime.datetime,
             readmission: Readmission | None = None) -> frozenset[str]:
     """The policies that start no drain now: their scheduler cannot schedule, or their runtime
     hook still has Pods to replace on ``first``, the nodes the plan frees (whether a node is
     freeable does not depend on which policies are paused)."""
     return frozenset(d.waiting | converging(
         pods, d.members, d.pools, d.node_labels, settings.exempt_schedulers, d.health.routes,
-        pdbs, settings.protected_namespaces, readmission or d.readmission,
+        now, pdbs, settings.protected_namespaces, readmission or d.readmission,
         d.limits.allowance, first))
 
 
@@ -140,7 +140,7 @@ def plan(snapshot: Snapshot, settings: PlanSettings, now: datetime.datetime,
         snapshot.pdbs, now, settings.drain_timeout, d.waiting, settings.protected_namespaces,
         d.limits.allowance)
     first = _freeable(drains)
-    if paused := _paused(d, settings, snapshot.pods, snapshot.pdbs, first) - d.waiting:
+    if paused := _paused(d, settings, snapshot.pods, snapshot.pdbs, first, now) - d.waiting:
         # Planned again with them paused, the memo kept for the plan without: the pause lasts
         # only while the hook replaces the Pods of the nodes the plan frees.
         drains = choose_drains(d.drain_policies, snapshot.nodes, snapshot.pods, d.member_of,
@@ -265,7 +265,7 @@ def drain_planner(snapshot: Snapshot, settings: PlanSettings, now: datetime.date
         judged = Readmission(snapshot.nodes, start)  # asked only, never moved: one for both
 
         def paused(first: frozenset[str]) -> frozenset[str]:
-            return _paused(d, settings, start, pdbs, first, judged) - d.waiting
+            return _paused(d, settings, start, pdbs, first, now, judged) - d.waiting
 
         # Planned once more to find the nodes freed only where a hook has Pods to replace.
         if not paused(frozenset(n.name for n in snapshot.nodes)) or \

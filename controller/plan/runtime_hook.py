@@ -51,6 +51,10 @@ from controller.snapshot.workload import WorkloadInfo, WorkloadKey
 # Longer than the webhook's owner-cache TTL (30 s by default): a Pod admitted sooner after
 # the intent changed may have been judged on the old one, and would look like a loop.
 INTENT_GRACE: Final = datetime.timedelta(seconds=35)
+# How long a workload that is not back at full strength still holds its policy's new drains:
+# a replacement or a rollout comes up within it; a Pod not Ready past it is broken, and the
+# hook, which waits for the workload to settle, would never act on it.
+COMING_UP: Final = datetime.timedelta(minutes=10)
 
 
 def settled(workload: WorkloadInfo, pods: Sequence[PodInfo]) -> bool:
@@ -203,10 +207,10 @@ def awaiting(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membersh
             yield pod, m
 
 
-def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
+def converging(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership],
                pools: Mapping[str, LabelSelector],
                node_labels: Mapping[str, Mapping[str, str]], exempt: frozenset[str],
-               up: bool, pdbs: Sequence[PdbInfo] = (),
+               up: bool, now: datetime.datetime, pdbs: Sequence[PdbInfo] = (),
                protected: frozenset[str] = names.PROTECTED_NAMESPACES,
                readmission: Readmission | None = None, allowance: Allowance = NONE,
                first: frozenset[str] = frozenset()) -> set[str]:
@@ -215,15 +219,33 @@ def converging(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Member
     evictees would contend for the same room, and an evictee that finds none comes back to
     the node it left. With ``readmission``, as in ``decide``, only the Pods of ``first`` (the
     nodes the plan would free) are replaced, and only those whose replacement would not come
-    back to their node: the others are left alone and hold nothing."""
-    out: set[str] = set()
+    back to their node: the others are left alone and hold nothing. Nor does a workload the
+    hook cannot act on: one short of strength with no Pod younger than ``COMING_UP``."""
+    waiting: dict[WorkloadKey, str] = {}  # workload -> its policy
     for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected,
                            allowance):
         assert m.policy is not None
-        if m.policy.id not in out and (readmission is None or (
+        if m.workload.key not in waiting and (readmission is None or (
                 pod.node_name in first and not readmission.comes_back(pod))):
-            out.add(m.policy.id)
-    return out
+            waiting[m.workload.key] = m.policy.id
+    if not waiting:
+        return set()
+    mine: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
+    workloads: dict[WorkloadKey, WorkloadInfo] = {}
+    for pod in pods:
+        member = members.get(pod.key)
+        if member is not None and member.workload.key in waiting:
+            mine[member.workload.key].append(pod)
+            workloads[member.workload.key] = member.workload
+    return {policy for key, policy in waiting.items()
+            if _may_act(workloads[key], mine[key], now)}
+
+
+def _may_act(workload: WorkloadInfo, pods: Sequence[PodInfo], now: datetime.datetime) -> bool:
+    """The hook acts on the workload once it settles: it has, or it is coming up."""
+    return settled(workload, pods) or any(
+        p.created is not None and now - p.created < COMING_UP
+        for p in pods if p.deleting or not p.ready)
 
 
 def replay(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Membership],

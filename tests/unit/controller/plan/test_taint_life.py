@@ -149,6 +149,13 @@ def _untainted() -> tuple[NodeInfo, ...]:
     pytest.param({"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}},
                  False, id="safe-to-evict-never-replaced"),
     pytest.param({"pvc": True}, False, id="pvc-never-replaced"),
+    # The hook waits for its workload to be back at full strength: a Pod of it not Ready for
+    # longer than a rollout takes means it never will be, and must not hold the drains...
+    pytest.param({"node_name": "sparse", "unready": NOW - datetime.timedelta(hours=1)}, False,
+                 id="a-workload-that-never-settles-holds-nothing"),
+    # ... while one coming up (a replacement, a rollout) does.
+    pytest.param({"node_name": "sparse", "unready": NOW - datetime.timedelta(seconds=30)},
+                 True, id="a-workload-coming-up-holds-new-drains"),
 ])
 def test_only_pods_the_runtime_hook_would_replace_hold_new_drains(
         extra: dict[str, Any], held: bool) -> None:
@@ -158,9 +165,11 @@ def test_only_pods_the_runtime_hook_would_replace_hold_new_drains(
     stale = PodInfo("shop", "old", "u-old", {}, extra.pop("annotations", {}),
                     ("ReplicaSet", "web-1"), node_name=extra.pop("node_name", "dense"),
                     phase="Running", ready=True, requests={"cpu": 100, "memory": 64 * 2**20 * 1000},
-                    **extra)
+                    **{k: v for k, v in extra.items() if k != "unready"})
+    unready = (() if "unready" not in extra else
+               (replace(_pod("new", "dense", 100), ready=False, created=extra["unready"]),))
     nodes = (_untainted()[0], replace(_untainted()[1], labels={"pool": "b"}))
-    p = _pass((*SETTLED, stale), nodes, (_policy(setLabelsByEviction=True),))
+    p = _pass((*SETTLED, stale, *unready), nodes, (_policy(setLabelsByEviction=True),))
     assert p.drains[0].freeable == ("sparse",)
     assert p.drains[0].draining == (() if held else ("sparse",))
 
