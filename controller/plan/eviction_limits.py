@@ -33,7 +33,7 @@ from controller.drain_planner.allowance import Allowance
 from controller.drain_planner.reasons import Code, Reason
 from controller.plan.actions import Action, Patch, Target
 from controller.plan.events import workload_event
-from controller.plan.membership import Membership
+from controller.plan.membership import Membership, by_workload
 from controller.snapshot.pod import PodInfo
 from controller.snapshot.workload import WorkloadInfo, WorkloadKey
 
@@ -97,10 +97,7 @@ def limits(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
            now: datetime.datetime, draining: frozenset[str] = frozenset()) -> Limits:
     """``draining``: the nodes the drains under way empty (tainted)."""
     present = {p.uid: p for p in pods}
-    by_workload: dict[WorkloadKey, list[PodInfo]] = {}
-    for pod in pods:
-        if (m := members.get(pod.key)) is not None:
-            by_workload.setdefault(m.workload.key, []).append(pod)
+    grouped = by_workload(pods, members)
     budgets: dict[WorkloadKey, EvictionBudget | str | None] = {}
     records: dict[WorkloadKey, Evictions] = {}
     held: dict[PodKey, Reason] = {}
@@ -109,7 +106,7 @@ def limits(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
     left: dict[str, int] = {}
     second = now.replace(microsecond=0)
     peers = {key: tuple(p.uid for p in mine if p.created is not None and p.created >= second)
-             for key, mine in by_workload.items()}
+             for key, mine in grouped.items()}
     for key, (workload, policy) in decided.items():
         if policy is None:
             continue
@@ -125,7 +122,7 @@ def limits(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
         before = frozenset(u for e in record.entries if e.at == first for u in e.peers)
         name = label(workload)
         room = budget.left(record.times, now) if isinstance(budget, EvictionBudget) else 0
-        for pod in by_workload.get(key, ()):
+        for pod in grouped.get(key, ()):
             if pod.uid in counted:  # its eviction is decided, and counted already
                 continue
             # Created after an eviction (within its second, unless it was there then).

@@ -4,7 +4,7 @@ should carry. Pure."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from compaction import kinds, names
@@ -55,6 +55,16 @@ def memberships(pods: Iterable[PodInfo], index: OwnerIndex,
             by_owner[owner] = Membership(*found) if found is not None else None
         if (m := by_owner[owner]) is not None:
             out[pod.key] = m
+    return out
+
+
+def by_workload(pods: Iterable[PodInfo], members: Mapping[tuple[str, str], Membership],
+                only: Container[WorkloadKey] | None = None) -> dict[WorkloadKey, list[PodInfo]]:
+    """The members among ``pods``, grouped by their workload (only those of ``only``)."""
+    out: dict[WorkloadKey, list[PodInfo]] = {}
+    for pod in pods:
+        if (m := members.get(pod.key)) is not None and (only is None or m.workload.key in only):
+            out.setdefault(m.workload.key, []).append(pod)
     return out
 
 

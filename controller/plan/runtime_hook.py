@@ -41,7 +41,7 @@ from controller.plan.convergence import (
 from controller.plan.draft import Draft
 from controller.plan.events import workload_event
 from controller.plan.eviction_limits import budget_room
-from controller.plan.membership import Membership
+from controller.plan.membership import Membership, by_workload
 from controller.plan.workload_metadata import intent_of
 from controller.snapshot.fields import format_time
 from controller.snapshot.pdb import PdbInfo, by_namespace, eviction_refused
@@ -221,24 +221,17 @@ def converging(pods: Sequence[PodInfo], members: Mapping[tuple[str, str], Member
     nodes the plan would free) are replaced, and only those whose replacement would not come
     back to their node: the others are left alone and hold nothing. Nor does a workload the
     hook cannot act on: one short of strength with no Pod younger than ``COMING_UP``."""
-    waiting: dict[WorkloadKey, str] = {}  # workload -> its policy
+    waiting: dict[WorkloadKey, Membership] = {}
     for pod, m in awaiting(pods, members, pools, node_labels, exempt, up, pdbs, protected,
                            allowance):
-        assert m.policy is not None
         if m.workload.key not in waiting and (readmission is None or (
                 pod.node_name in first and not readmission.comes_back(pod))):
-            waiting[m.workload.key] = m.policy.id
+            waiting[m.workload.key] = m
     if not waiting:
         return set()
-    mine: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
-    workloads: dict[WorkloadKey, WorkloadInfo] = {}
-    for pod in pods:
-        member = members.get(pod.key)
-        if member is not None and member.workload.key in waiting:
-            mine[member.workload.key].append(pod)
-            workloads[member.workload.key] = member.workload
-    return {policy for key, policy in waiting.items()
-            if _may_act(workloads[key], mine[key], now)}
+    mine = by_workload(pods, members, waiting)
+    return {m.policy.id for key, m in waiting.items()
+            if m.policy is not None and _may_act(m.workload, mine[key], now)}
 
 
 def _may_act(workload: WorkloadInfo, pods: Sequence[PodInfo], now: datetime.datetime) -> bool:
@@ -304,11 +297,7 @@ def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
     meanwhile (a replacement would wait for that scheduler, or converge to an intent about to
     change back). ``marked``: the Pods the drains mark this pass, which the workloads'
     eviction budgets count first."""
-    by_workload: dict[WorkloadKey, list[PodInfo]] = defaultdict(list)
-    for pod in pods:
-        m = members.get(pod.key)
-        if m is not None:
-            by_workload[m.workload.key].append(pod)
+    grouped = by_workload(pods, members)
     for key, (workload, policy) in decided.items():
         if policy is None:
             forget = runtime_hook.forget(workload)
@@ -317,7 +306,7 @@ def run_hook(decided: Mapping[WorkloadKey, tuple[WorkloadInfo, Policy | None]],
             continue
         if policy.id in waiting:
             continue
-        mine = by_workload.get(key, [])
+        mine = grouped.get(key, [])
         decision = runtime_hook.decide(workload, policy, mine, node_labels,
                                        pools[policy.id], memory, now, intent_grace, exempt,
                                        protected, readmission, first, allowance,
