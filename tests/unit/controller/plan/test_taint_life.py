@@ -162,12 +162,13 @@ def test_only_pods_the_runtime_hook_would_replace_hold_new_drains(
     # A Running Pod admitted before the policy (no intent, default scheduler) on the dense
     # node. The hook replaces it unless a skip rule holds; one it never replaces must not
     # keep the policy from draining for ever.
+    since = extra.pop("unready", None)  # another Pod of the workload, not Ready since then
     stale = PodInfo("shop", "old", "u-old", {}, extra.pop("annotations", {}),
                     ("ReplicaSet", "web-1"), node_name=extra.pop("node_name", "dense"),
                     phase="Running", ready=True, requests={"cpu": 100, "memory": 64 * 2**20 * 1000},
-                    **{k: v for k, v in extra.items() if k != "unready"})
-    unready = (() if "unready" not in extra else
-               (replace(_pod("new", "dense", 100), ready=False, created=extra["unready"]),))
+                    **extra)
+    unready = (() if since is None else
+               (replace(_pod("new", "dense", 100), ready=False, created=since),))
     nodes = (_untainted()[0], replace(_untainted()[1], labels={"pool": "b"}))
     p = _pass((*SETTLED, stale, *unready), nodes, (_policy(setLabelsByEviction=True),))
     assert p.drains[0].freeable == ("sparse",)
