@@ -87,6 +87,11 @@ class PodRuntime:
     security_context: Mapping[str, Any] = field(
         default_factory=lambda: restricted_security_context(False))
     image_pull_secrets: tuple[str, ...] = ()
+    # Where the Pods may run: Compactor's own Pods never move, so one on a node of the pool it
+    # compacts holds that node; these put them on nodes kept apart (a system pool, say).
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    affinity: Mapping[str, Any] = field(default_factory=dict)
 
     def pod_spec(self, container: Mapping[str, Any], service_account: str, config_map: str,
                  mount: str, **extra: Any) -> dict[str, Any]:
@@ -115,6 +120,12 @@ class PodRuntime:
             spec["securityContext"] = pod_context
         if self.image_pull_secrets:
             spec["imagePullSecrets"] = [{"name": s} for s in self.image_pull_secrets]
+        if self.node_selector:
+            spec["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            spec["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.affinity:
+            spec["affinity"] = dict(self.affinity)
         return spec
 
     def scan_skips(self, image: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:

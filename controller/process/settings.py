@@ -201,6 +201,29 @@ class _Env:
             return default
         return value
 
+    def string_map(self, name: str) -> Mapping[str, str]:
+        """A JSON object of strings (a nodeSelector), empty when unset."""
+        value = self.json_map(name, {})
+        if not all(isinstance(v, str) for v in value.values()):
+            self.problems.append(f"{name} must map names to strings, as a nodeSelector does")
+            return {}
+        return value
+
+    def object_list(self, name: str) -> tuple[Mapping[str, Any], ...]:
+        """A JSON array of objects (tolerations), empty when unset."""
+        raw = self.env.get(name)
+        if not raw:
+            return ()
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as e:
+            self.problems.append(f"{name} must be a JSON array of objects: {e}")
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            self.problems.append(f"{name} must be a JSON array of objects")
+            return ()
+        return tuple(value)
+
 
 def _pod_runtime(e: _Env, prefix: str, image: str, openshift: bool) -> PodRuntime:
     secrets = tuple(s.strip() for s in e.text(f"{prefix}IMAGE_PULL_SECRETS", "").split(",")
@@ -211,7 +234,10 @@ def _pod_runtime(e: _Env, prefix: str, image: str, openshift: bool) -> PodRuntim
         resources=e.json_map(f"{prefix}RESOURCES", DEFAULT_RESOURCES),
         security_context=e.json_map(f"{prefix}SECURITY_CONTEXT",
                                     restricted_security_context(openshift)),
-        image_pull_secrets=secrets)
+        image_pull_secrets=secrets,
+        node_selector=e.string_map(f"{prefix}NODE_SELECTOR"),
+        tolerations=e.object_list(f"{prefix}TOLERATIONS"),
+        affinity=e.json_map(f"{prefix}AFFINITY", {}))
 
 
 def _runtime(e: _Env) -> RuntimeSettings:

@@ -285,11 +285,13 @@ class CompactorStack:
         self.kube.apply(path("mutatingwebhookconfigurations", name=LOCAL_WEBHOOK), config)
 
     def start_controller(self, resync_seconds: float = 2.0,
-                         grace_seconds: float | None = None) -> None:
+                         grace_seconds: float | None = None,
+                         extra_env: dict[str, str] | None = None) -> None:
         """``grace_seconds`` defaults to a second past the webhook's cache lifetime; a shorter
         one would evict Pods the webhook judged on a stale owner and report loops that are not."""
         replica = self.start_controller_replica("compactor-controller-local", resync_seconds,
                                                 grace_seconds, log="controller.log",
+                                                extra_env=extra_env,
                                                 name="compactor-controller")
         self.metrics_port = replica.metrics_port
 

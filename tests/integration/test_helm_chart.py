@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.process.settings import load
 from localcluster import ApiError, Cluster, ClusterConfig, Kube
 from localcluster.cluster.control_plane import tools_bin
 from localcluster.cluster.kube import path, wait_for
@@ -211,7 +212,14 @@ def test_placement_replicas_and_resources_per_component(bin_dir: Path,
         "webhook.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
         ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
         "controller.priorityClassName=high", "webhook.priorityClassName=",
-        "webhook.podDisruptionBudget.minAvailable=2"))
+        "webhook.podDisruptionBudget.minAvailable=2",
+        "compactionScheduler.nodeSelector.pool=system",
+        "compactionScheduler.tolerations[0].key=dedicated",
+        "compactionScheduler.tolerations[0].operator=Exists",
+        "descheduler.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].key=pool",
+        "descheduler.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists"))
     web, ctl = objs[("Deployment", NS, "compactor-webhook")], objs[
         ("Deployment", NS, "compactor-controller")]
     assert web["spec"]["replicas"] == 3 and ctl["spec"]["replicas"] == 1
@@ -225,6 +233,16 @@ def test_placement_replicas_and_resources_per_component(bin_dir: Path,
     assert _pod(objs, "compactor-controller")["priorityClassName"] == "high"
     assert "priorityClassName" not in _pod(objs, "compactor-webhook")
     assert objs[("PodDisruptionBudget", NS, "compactor-webhook")]["spec"]["minAvailable"] == 2
+    # The Pods the controller creates, placed through its settings (which load them).
+    env = _env(objs, "compactor-controller")
+    runtime = load(env).runtime
+    assert runtime.scheduler.node_selector == {"pool": "system"}
+    assert runtime.scheduler.tolerations == ({"key": "dedicated", "operator": "Exists"},)
+    assert runtime.descheduler.affinity["nodeAffinity"]
+    assert not runtime.descheduler.node_selector and not runtime.scheduler.affinity
+    # Unset: no variable at all, as `kustomize build deploy/` renders none.
+    assert not {k for k in _env(by_key(render(bin_dir, helm_env)), "compactor-controller")
+                if k.endswith(("NODE_SELECTOR", "TOLERATIONS", "AFFINITY"))}
 
 
 def test_webhook_values_reach_the_configuration(bin_dir: Path, helm_env: dict[str, str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from controller.components.pod_settings import (
@@ -99,3 +101,40 @@ def test_the_digest_settings_render_both_images_by_digest() -> None:
         "COMPACTION_DESCHEDULER_IMAGE_DIGEST, not both",
         "COMPACTION_SCHEDULER_IMAGE_DIGEST must be sha256: and 64 lowercase hex digits, not "
         "'sha256:short'"]
+
+
+def test_placement_settings_reach_the_scheduler_and_the_descheduler_pods() -> None:
+    toleration = {"key": "node-role.kubernetes.io/system", "operator": "Exists",
+                  "effect": "NoSchedule"}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["system"]}]}]}}}
+    runtime = load({
+        "COMPACTION_SCHEDULER_NODE_SELECTOR": '{"pool": "system"}',
+        "COMPACTION_SCHEDULER_TOLERATIONS": json.dumps([toleration]),
+        "COMPACTION_DESCHEDULER_AFFINITY": json.dumps(affinity)}).runtime
+    pod = scheduler_deployment(runtime.scheduler, "img:1", "h")["spec"]["template"]["spec"]
+    assert (pod["nodeSelector"], pod["tolerations"]) == ({"pool": "system"}, [toleration])
+    assert "affinity" not in pod
+    desched = runtime.descheduler.pod_spec({"name": "c"}, "sa", "cm", "/m")
+    assert desched["affinity"] == affinity
+    assert not {"nodeSelector", "tolerations"} & set(desched)
+    # Unset: the Pods say nothing of placement, as before.
+    assert not {"nodeSelector", "tolerations", "affinity"} & set(
+        PodRuntime("img:1").pod_spec({"name": "c"}, "sa", "cm", "/m"))
+
+
+@pytest.mark.parametrize("env", [
+    {"COMPACTION_SCHEDULER_NODE_SELECTOR": '{"pool": 1}'},
+    {"COMPACTION_SCHEDULER_NODE_SELECTOR": '["pool"]'},
+    {"COMPACTION_SCHEDULER_TOLERATIONS": '{"key": "a"}'},
+    {"COMPACTION_SCHEDULER_TOLERATIONS": '["a"]'},
+    {"COMPACTION_DESCHEDULER_TOLERATIONS": "[{"},
+    {"COMPACTION_DESCHEDULER_AFFINITY": "[]"},
+], ids=["selector-value-not-string", "selector-not-object", "tolerations-not-array",
+        "toleration-not-object", "tolerations-not-json", "affinity-not-object"])
+def test_bad_placement_settings_are_refused_with_the_variable_named(
+        env: dict[str, str]) -> None:
+    (name,) = env
+    with pytest.raises(SettingsError, match=name):
+        load(env)
