@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from localcluster.bench.race import report
-from localcluster.bench.race.arms import ARMS, arm
+from localcluster.bench.race.arms import ARMS, THRESHOLD, arm
 from localcluster.bench.race.contract import Variant
 from localcluster.bench.race.run import race
 from localcluster.bench.race.start import catalogue_types, on_demand_catalogue, seeded
@@ -44,6 +44,9 @@ def main() -> None:
                         default=Variant.NATIVE.value)
     parser.add_argument("--cycles", type=int, default=0,
                         help="day cycles, each --horizon seconds long (0: none)")
+    parser.add_argument("--thresholds", type=int, default=THRESHOLD, metavar="PERCENT",
+                        help="the CPU, memory and Pods thresholds of Compactor's policy and the "
+                        "recipe (tune them on seeds left out of the reported ones)")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -62,7 +65,8 @@ def main() -> None:
         for i, name in enumerate(order):
             workdir = Path(tempfile.mkdtemp(prefix=f"compactor-race-{name}-{seed}-"))
             record = race(arm(name), start, i, workdir, args.horizon, raw,
-                          lambda s: print(s, flush=True), cycles=args.cycles)
+                          lambda s: print(s, flush=True), cycles=args.cycles,
+                          threshold=args.thresholds)
             with lines.open("a") as f:
                 f.write(record.to_json() + "\n")
             # Why a consolidator moved or stood still: its own decisions, kept beside the rows.

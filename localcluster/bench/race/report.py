@@ -71,18 +71,21 @@ def per_seed(records: Sequence[Record]) -> str:
     return "\n".join(rows)
 
 
-def condition(r: Record) -> tuple[int, str, str, float, int]:
-    """What two runs must share to be compared: size, catalogue, contract variant, horizon
-    and day cycles."""
-    return r["nodes"], r["catalogue"], r["variant"], r["horizon"], len(r.get("cycles") or ())
+Condition = tuple[int, str, str, float, int, int]
+
+
+def condition(r: Record) -> Condition:
+    """What two runs must share to be compared: size, catalogue, contract variant, horizon,
+    day cycles and thresholds (records written before they were settable ran at 65)."""
+    return (r["nodes"], r["catalogue"], r["variant"], r["horizon"], len(r.get("cycles") or ()),
+            r.get("threshold", 65))
 
 
 def pairs(records: Sequence[Record], arm: str, reference: str, figure: str
           ) -> tuple[list[float], list[float]]:
     """The figure of ``arm`` and ``reference`` on every seed that ran both under the same
     ``condition``."""
-    by: dict[tuple[tuple[int, str, str, float, int], int], dict[str, Record]] = \
-        defaultdict(dict)
+    by: dict[tuple[Condition, int], dict[str, Record]] = defaultdict(dict)
     for r in records:
         by[(condition(r), r["seed"])][r["arm"]] = r
     get = FIGURES[figure]

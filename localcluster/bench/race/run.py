@@ -10,13 +10,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
 from localcluster import Cluster, ClusterConfig
 from localcluster.bench.race import daycycle
-from localcluster.bench.race.arms import Arm, begin
+from localcluster.bench.race.arms import THRESHOLD, Arm, begin
 from localcluster.bench.race.metrics import RunMetrics, compute
 from localcluster.bench.race.restore import create_bound, launch_nodes, protected_keys
 from localcluster.bench.race.start import Start
@@ -34,6 +34,19 @@ ON_DEMAND_AMD64 = [
     {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
     {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
     {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]
+# Compactor's own Pods (the compaction scheduler's, the descheduler runs') on a node of their
+# own outside Karpenter's pool, where users run them (docs/install.md, "Compactor's own Pods"):
+# a Pod of its namespace never moves, so on a pool node it would hold that node for good, a
+# node Karpenter's own Pod, running outside the cluster here, never holds.
+SYSTEM_NODE: Final = "system-0"
+SYSTEM_LABEL: Final = {"race.compactor.test/system": "true"}
+SYSTEM_TAINT: Final = {"key": "race.compactor.test/system", "value": "true",
+                       "effect": "NoSchedule"}
+SYSTEM_PLACEMENT: Final = {
+    f"COMPACTION_{component}_{setting}": json.dumps(value)
+    for component in ("SCHEDULER", "DESCHEDULER")
+    for setting, value in (("NODE_SELECTOR", SYSTEM_LABEL),
+                           ("TOLERATIONS", [{**SYSTEM_TAINT, "operator": "Equal"}]))}
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,7 @@ class RunRecord:
     started_at: str  # UTC
     metrics: RunMetrics
     cycles: tuple[RunMetrics, ...] = ()  # per day cycle, when the run had any
+    threshold: int = THRESHOLD  # the underutilization thresholds of Compactor and the recipe
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -71,9 +85,10 @@ def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, int]:
 
 def race(a: Arm, start: Start, order: int, workdir: Path, horizon: float,
          catalogue: list[dict[str, Any]] | None, log: Callable[[str], None],
-         interval: float = 2.0, cycles: int = 0) -> RunRecord:
+         interval: float = 2.0, cycles: int = 0, threshold: int = THRESHOLD) -> RunRecord:
     """``catalogue``: the instance types Karpenter may launch (None: the one shape);
-    ``cycles``: day cycles of ``horizon`` seconds each (the run lasts all of them)."""
+    ``cycles``: day cycles of ``horizon`` seconds each (the run lasts all of them);
+    ``threshold``: the underutilization thresholds of Compactor's policy and the recipe."""
     length, horizon = horizon, horizon * max(1, cycles)
     actions = daycycle.plan(start, cycles, length, start.seed) if cycles else []
     prices = {t.name: t.price for t in start.nodes}
@@ -82,12 +97,14 @@ def race(a: Arm, start: Start, order: int, workdir: Path, horizon: float,
     with Cluster(ClusterConfig(workdir=workdir, audit=True)) as cluster:
         cluster.start_workers()
         kube = cluster.client()
+        cluster.add_nodes(kube, [SYSTEM_NODE], NodeShape(), labels=SYSTEM_LABEL,
+                          taints=[SYSTEM_TAINT])
         stack = None
         if a.compactor:
             stack = CompactorStack(cluster, kube, workdir / "compactor")
             stack.install()
             stack.start_webhook()
-            stack.start_controller()
+            stack.start_controller(extra_env=SYSTEM_PLACEMENT)
         karpenter = Karpenter(cluster, NodeShape(), catalogue=catalogue,
                               requirements=ON_DEMAND_AMD64 if catalogue else None,
                               log_level="debug")
@@ -101,7 +118,7 @@ def race(a: Arm, start: Start, order: int, workdir: Path, horizon: float,
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             recorder = Recorder(cluster, karpenter.pool, interval)
             recorder.start()
-            step = begin(a, cluster, kube, karpenter, stack)
+            step = begin(a, cluster, kube, karpenter, stack, threshold)
             due = a.cadence / 2 if a.cadence else None
             t0 = time.monotonic()
             while (now := time.monotonic() - t0) < horizon:
@@ -127,7 +144,7 @@ def race(a: Arm, start: Start, order: int, workdir: Path, horizon: float,
                       if s) if cycles else ()
     record = RunRecord(a.name, start.seed, len(start.nodes), start.catalogue,
                        start.variant.value, order, horizon, round(load_before, 2),
-                       round(load_after, 2), stamp, m, per_cycle)
+                       round(load_after, 2), stamp, m, per_cycle, threshold)
     log(f"  {a.name:22s} seed={start.seed}: {m.nodes_start} -> {m.nodes_end} nodes "
         f"({m.in_use_before} -> {m.in_use_after} in use), {m.node_hours:.3f} node-h, "
         f"${m.dollars:.3f}, evictions {m.evictions}, protected moved {m.protected_moved}, "

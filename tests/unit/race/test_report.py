@@ -30,7 +30,9 @@ def record(arm_name: str, seed: int, hours: float, evictions: int, removed: int 
 RECORDS = [record("karpenter", s, 0.6 + s / 100, 10) for s in range(1, 8)] + [
     record("compactor", s, 0.7 + s / 100, 4) for s in range(1, 8)] + [
     record("compactor", 9, 0.1, 1),  # no karpenter run on seed 9: no pair
-    record("karpenter", 1, 0.1, 1, horizon=600.0)]  # another horizon: not paired with 240 s
+    record("karpenter", 1, 0.1, 1, horizon=600.0),  # another horizon: not paired with 240 s
+    record("compactor", 8, 0.1, 1, threshold=90),  # other thresholds: no pair with 65
+    record("karpenter", 8, 0.5, 1)]
 
 
 def test_only_seeds_that_ran_both_arms_under_the_same_conditions_pair() -> None:
@@ -79,6 +81,12 @@ def test_the_recipe_has_compactors_limits_its_scheduler_profile_and_mandatory_no
         assert policy[limit] == spec[limit]
     evictor = policy["profiles"][0]["pluginConfig"][0]
     assert evictor["args"]["noEvictionPolicy"] == "Mandatory"
+    # One threshold for both, whichever is set.
+    assert policy["profiles"][0]["pluginConfig"][1]["args"]["thresholds"] == \
+        spec["highNodeUtilization"]["thresholds"] == {"cpu": 65, "memory": 65, "pods": 65}
+    tuned = policy_spec(Mover.BY_EVICTION, 90)["descheduler"]["highNodeUtilization"]
+    assert tuned["thresholds"] == recipe_policy(90)["profiles"][0]["pluginConfig"][1][
+        "args"]["thresholds"] == {"cpu": 90, "memory": 90, "pods": 90}
     profile = recipe_config("/kubeconfig")["profiles"][0]
     assert profile["schedulerName"] == "default-scheduler"
     assert {"name": "NodeResourcesBalancedAllocation"} in profile["plugins"]["score"]["disabled"]

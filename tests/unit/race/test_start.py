@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction import names
+from controller.process.settings import load
 from localcluster.bench.race.contract import (
     PREFER_NO_EVICTION,
     Protection,
@@ -17,6 +18,7 @@ from localcluster.bench.race.contract import (
     render_markdown,
 )
 from localcluster.bench.race.restore import workload_object
+from localcluster.bench.race.run import SYSTEM_LABEL, SYSTEM_PLACEMENT, SYSTEM_TAINT
 from localcluster.bench.race.start import (
     InstanceType,
     Start,
@@ -107,3 +109,18 @@ def test_the_contract_renders_every_class_with_how_each_tool_is_told() -> None:
                   "maxUnavailable: 1", "maxUnavailable: 0", "priority -10", "25%"):
         assert words in text
     assert "do-not-disrupt" not in render_markdown(Variant.CLUSTER_AUTOSCALER)
+
+
+def test_compactors_own_pods_are_placed_on_the_system_node_alone() -> None:
+    runtime = load(SYSTEM_PLACEMENT).runtime
+    for pod_runtime in (runtime.scheduler, runtime.descheduler):
+        spec = pod_runtime.pod_spec({"name": "c"}, "sa", "cm", "/m")
+        assert spec["nodeSelector"] == SYSTEM_LABEL
+        (toleration,) = spec["tolerations"]
+        assert {k: toleration[k] for k in SYSTEM_TAINT} == SYSTEM_TAINT
+    # No workload of a start tolerates it: the system node holds Compactor's Pods alone.
+    start = seeded(12, 1, Variant.NATIVE)
+    for w in start.workloads:
+        tolerations = workload_object(w, start)["spec"]["template"]["spec"].get(
+            "tolerations", [])
+        assert not [t for t in tolerations if t.get("key") in (SYSTEM_TAINT["key"], None)]
