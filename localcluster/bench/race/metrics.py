@@ -70,7 +70,9 @@ def integrate(samples: Sequence[Sample], horizon: float,
 
 
 def in_use(s: Sample) -> set[str]:
-    return {p.node for p in s.pods if p.node and not p.daemonset}
+    """The pool's nodes holding a Pod other than a DaemonSet's (not the system node's)."""
+    pool = {n.name for n in s.nodes}
+    return {p.node for p in s.pods if p.node in pool and not p.daemonset}
 
 
 def time_to(samples: Sequence[Sample], share: float) -> float | None:

@@ -128,3 +128,11 @@ def test_pods_created_during_the_run_are_counted_by_their_scheduler() -> None:
                       "compactor-scheduler")
     later = Sample(300, T2.nodes, 2, (*T2.pods[:1], moved, *T2.pods[2:]), T2.pdbs)
     assert run(samples=[T0, T1, later]).new_pods_by_scheduler == {"compactor-scheduler": 1}
+
+
+def test_a_pod_on_a_node_outside_the_pool_makes_no_node_in_use() -> None:
+    # Compactor's scheduler Pod on the system node, which the samples' pool nodes leave out.
+    system = pod("s", "compactor-scheduler", "system-0", ns="compactor-system")
+    samples = [Sample(t.t, t.nodes, t.claims, (*t.pods, system), t.pdbs) for t in (T0, T1, T2)]
+    m = run(samples=samples)
+    assert (m.in_use_before, m.in_use_after) == (3, 2)
