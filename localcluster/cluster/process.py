@@ -3,19 +3,46 @@
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
+
+# Listening ports are drawn from below the kernel's ephemeral range: a port from that range,
+# free when drawn, can be taken before its server binds it as the source port of any
+# outgoing connection (etcd once failed to start so, "bind: address already in use").
+LISTEN_FLOOR: Final = 20000
+_handed_out: set[int] = set()
+
+
+def ephemeral_floor(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    """The lowest port the kernel gives outgoing connections (Linux's default 32768)."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_port() -> int:
-    """A port nobody listens on right now (the kernel's choice, so parallel runs don't clash)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nobody listens on right now, below the ephemeral range, drawn at random (so
+    parallel runs seldom draw the same one) and never handed out twice by this process."""
+    ceiling = ephemeral_floor()
+    for _ in range(1000):
+        port = random.randrange(LISTEN_FLOOR, max(ceiling, LISTEN_FLOOR + 1000))
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port from {LISTEN_FLOOR} to {ceiling}")
 
 
 class StartupError(RuntimeError):
