@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from localcluster.bench.race.arms import THRESHOLD
 from localcluster.bench.race.stats import describe, paired
 
 Record = dict[str, Any]  # a RunRecord as its JSON line holds it
@@ -76,9 +77,9 @@ Condition = tuple[int, str, str, float, int, int]
 
 def condition(r: Record) -> Condition:
     """What two runs must share to be compared: size, catalogue, contract variant, horizon,
-    day cycles and thresholds (records written before they were settable ran at 65)."""
+    day cycles and thresholds (records written before they were settable ran at the default)."""
     return (r["nodes"], r["catalogue"], r["variant"], r["horizon"], len(r.get("cycles") or ()),
-            r.get("threshold", 65))
+            r.get("threshold", THRESHOLD))
 
 
 def pairs(records: Sequence[Record], arm: str, reference: str, figure: str
