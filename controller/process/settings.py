@@ -187,19 +187,25 @@ class _Env:
             return default
         return raw
 
-    def json_map(self, name: str, default: Mapping[str, Any]) -> Mapping[str, Any]:
+    def _json(self, name: str, kind: type, what: str) -> Any:
+        """The JSON value of ``name`` when it is a ``kind``; None when unset or not one (the
+        problem noted, ``what`` naming the kind wanted)."""
         raw = self.env.get(name)
         if not raw:
-            return default
+            return None
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as e:
-            self.problems.append(f"{name} must be a JSON object: {e}")
-            return default
-        if not isinstance(value, dict):
-            self.problems.append(f"{name} must be a JSON object, not {type(value).__name__}")
-            return default
+            self.problems.append(f"{name} must be {what}: {e}")
+            return None
+        if not isinstance(value, kind):
+            self.problems.append(f"{name} must be {what}, not {type(value).__name__}")
+            return None
         return value
+
+    def json_map(self, name: str, default: Mapping[str, Any]) -> Mapping[str, Any]:
+        value = self._json(name, dict, "a JSON object")
+        return default if value is None else value
 
     def string_map(self, name: str) -> Mapping[str, str]:
         """A JSON object of strings (a nodeSelector), empty when unset."""
@@ -211,19 +217,13 @@ class _Env:
 
     def object_list(self, name: str) -> tuple[Mapping[str, Any], ...]:
         """A JSON array of objects (tolerations), empty when unset."""
-        raw = self.env.get(name)
-        if not raw:
+        value = self._json(name, list, "a JSON array of objects")
+        if value is None:
             return ()
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as e:
-            self.problems.append(f"{name} must be a JSON array of objects: {e}")
-            return ()
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        if not all(isinstance(v, dict) for v in value):
             self.problems.append(f"{name} must be a JSON array of objects")
             return ()
         return tuple(value)
-
 
 def _pod_runtime(e: _Env, prefix: str, image: str, openshift: bool) -> PodRuntime:
     secrets = tuple(s.strip() for s in e.text(f"{prefix}IMAGE_PULL_SECRETS", "").split(",")
