@@ -4,7 +4,8 @@ Per seed, one post-drop start (``start.seeded``), restored for every arm on a fr
 the seed's arms run back to back in a random order, each over the same fixed horizon, with the
 load average recorded. Records go to ``<out>/race.jsonl`` (appended: seeds may run in separate
 invocations), each run's timeline to its work directory, and the tables, rebuilt from every
-record, to ``<out>/race.md``.
+record, to ``<out>/race.md``. ``--tables-only`` rebuilds them and runs nothing: the records the
+docs report are kept in ``docs/race/``.
 """
 
 from __future__ import annotations
@@ -48,11 +49,19 @@ def main() -> None:
                         help="the CPU, memory and Pods thresholds of Compactor's policy and the "
                         "recipe (tune them on seeds left out of the reported ones)")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    parser.add_argument("--tables-only", action="store_true",
+                        help="rebuild <out>/race.md from <out>/race.jsonl and run nothing")
     args = parser.parse_args()
+    lines = args.out / "race.jsonl"
+    if args.tables_only:
+        if not lines.is_file():
+            parser.error(f"no records to tabulate: {lines} does not exist")
+        _write_tables(args.out, lines)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     raw = _catalogue() if args.catalogue == "kwok" else None
     types = catalogue_types(raw) if raw else None
-    lines = args.out / "race.jsonl"
+    failed = []
     for seed in args.seeds:
         start = seeded(args.nodes, seed, Variant(args.variant), types)
         starts = args.out / "starts"
@@ -64,9 +73,16 @@ def main() -> None:
         print(f"seed {seed}: {', '.join(order)}", flush=True)
         for i, name in enumerate(order):
             workdir = Path(tempfile.mkdtemp(prefix=f"compactor-race-{name}-{seed}-"))
-            record = race(arm(name), start, i, workdir, args.horizon, raw,
-                          lambda s: print(s, flush=True), cycles=args.cycles,
-                          threshold=args.thresholds)
+            try:
+                record = race(arm(name), start, i, workdir, args.horizon, raw,
+                              lambda s: print(s, flush=True), cycles=args.cycles,
+                              threshold=args.thresholds)
+            except Exception as e:  # noqa: BLE001 - one run's failure must not end the others
+                # No record: the seed's other arms still run, and this arm has no pair on it.
+                print(f"seed {seed}, {name}: failed, no record ({e}); its logs: {workdir}",
+                      flush=True)
+                failed.append(f"{seed}/{name}")
+                continue
             with lines.open("a") as f:
                 f.write(record.to_json() + "\n")
             # Why a consolidator moved or stood still: its own decisions, kept beside the rows.
@@ -74,11 +90,15 @@ def main() -> None:
                 logs = args.out / "logs"
                 logs.mkdir(exist_ok=True)
                 shutil.copy(log, logs / f"{args.nodes}-{seed}-{name}-karpenter.log")
-    records = report.load(lines.read_text().splitlines())
-    text = "\n\n".join([report.per_seed(records), report.paired_table(records, "karpenter"),
-                        report.paired_table(records, "control"),
-                        report.cycles_table(records)])
-    (args.out / "race.md").write_text(text + "\n")
+    if lines.is_file():
+        _write_tables(args.out, lines)
+    if failed:
+        raise SystemExit(f"runs that failed and wrote no record: {', '.join(failed)}")
+
+
+def _write_tables(out: Path, lines: Path) -> None:
+    text = report.tables(report.load(lines.read_text().splitlines()))
+    (out / "race.md").write_text(text + "\n")
     print("\n" + text)
 
 

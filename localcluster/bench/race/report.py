@@ -30,7 +30,22 @@ FIGURES: dict[str, Callable[[Record], float | None]] = {
 
 
 def load(lines: Sequence[str]) -> list[Record]:
-    return [json.loads(line) for line in lines if line.strip()]
+    """The records of a ``race.jsonl``; a run recorded twice under one condition, seed and arm
+    (an arm run again) keeps its last line, the one every table and pair then reads."""
+    last: dict[tuple[Condition, int, str], Record] = {}
+    for line in lines:
+        if line.strip():
+            r = json.loads(line)
+            last.pop(key := (condition(r), r["seed"], r["arm"]), None)
+            last[key] = r
+    return list(last.values())
+
+
+def tables(records: Sequence[Record]) -> str:
+    """Every table of ``race.md``: the runs, each arm paired against ``karpenter`` and against
+    ``control``, and the day cycles."""
+    return "\n\n".join([per_seed(records), paired_table(records, "karpenter"),
+                         paired_table(records, "control"), cycles_table(records)])
 
 
 def _t(v: float | None) -> str:

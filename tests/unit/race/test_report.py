@@ -3,6 +3,7 @@ settings as their users run them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from localcluster.bench.race import daycycle, report
@@ -48,6 +49,15 @@ def test_the_paired_table_gives_the_median_difference_and_the_exact_p() -> None:
     assert "+0.1, p = 0.0156 (n = 7)" in row
     assert "-6, p = 0.0156 (n = 7)" in row  # evictions
     assert "-3, p = 0.0156 (n = 7)" in row  # evictions per net node removed: 4/2 - 10/2
+
+
+def test_an_arm_run_again_on_a_seed_keeps_only_its_last_record() -> None:
+    first, again = record("karpenter", 1, 0.9, 10), record("karpenter", 1, 0.5, 4)
+    other = record("karpenter", 1, 0.7, 6, horizon=600.0)  # another condition: kept beside
+    records = report.load([json.dumps(first), "", json.dumps(other), json.dumps(again)])
+    assert [r["metrics"]["node_hours"] for r in records] == [0.7, 0.5]
+    table = report.tables(records)
+    assert "| 0.500 |" in table and "| 0.900 |" not in table
 
 
 def test_the_per_seed_table_flags_a_cut_run_and_records_the_load() -> None:
