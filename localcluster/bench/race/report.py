@@ -43,10 +43,10 @@ def load(lines: Sequence[str]) -> list[Record]:
 
 
 def tables(records: Sequence[Record]) -> str:
-    """Every table of ``race.md``: the runs, each arm paired against ``karpenter`` and against
-    ``control``, and the day cycles where a run had any."""
-    parts = [per_seed(records), paired_table(records, "karpenter"),
-             paired_table(records, "control")]
+    """Every table of ``race.md``: the runs, each figure per seed and arm, each arm paired
+    against ``karpenter`` and against ``control``, and the day cycles where a run had any."""
+    parts = [per_seed(records), *(matrix(records, f) for f in FIGURES),
+             paired_table(records, "karpenter"), paired_table(records, "control")]
     if any(r.get("cycles") for r in records):
         parts.append(cycles_table(records))
     return "\n\n".join(parts)
@@ -140,6 +140,24 @@ def relative(a: Sequence[float], b: Sequence[float]) -> str:
         return "no pair"
     return (f"{statistics.median(ratios):+.1%} ({ratios[0]:+.1%} to {ratios[-1]:+.1%}, "
             f"n = {len(ratios)})")
+
+
+def matrix(records: Sequence[Record], figure: str) -> str:
+    """One figure per seed (rows) and arm (columns), under each condition: the per-seed
+    table at a glance; "-" where the arm did not run on the seed or the figure is undefined."""
+    get = FIGURES[figure]
+    out = []
+    for cond in sorted({condition(r) for r in records}):
+        mine = [r for r in records if condition(r) == cond]
+        arms = sorted({r["arm"] for r in mine})
+        cell = {(r["seed"], r["arm"]): get(r) for r in mine}
+        rows = [f"| {figure}: seed | " + " | ".join(arms) + " |", "|---" * (len(arms) + 1) + "|"]
+        for seed in sorted({r["seed"] for r in mine}):
+            values = [cell.get((seed, a)) for a in arms]
+            rows.append(f"| {seed} | " + " | ".join("-" if v is None else f"{v:.3g}"
+                                                     for v in values) + " |")
+        out.append("\n".join(rows))
+    return "\n\n".join(out)
 
 
 def cycles_table(records: Sequence[Record]) -> str:

@@ -63,6 +63,15 @@ def test_an_arm_run_again_on_a_seed_keeps_only_its_last_record() -> None:
     assert "| cycle |" not in table  # no run had day cycles: no table of them
 
 
+def test_the_matrix_puts_each_seed_in_a_row_and_each_arm_in_a_column() -> None:
+    records = [record("karpenter", 1, 0.5, 10), record("control", 1, 2.0, 0),
+               record("karpenter", 2, 0.25, 4, removed=0)]
+    table = report.matrix(records, "evictions per net node removed")
+    assert table.splitlines()[0] == "| evictions per net node removed: seed | control | karpenter |"
+    # Nothing removed: undefined, as for the control (no eviction, no node).
+    assert table.splitlines()[2:] == ["| 1 | 0 | 5 |", "| 2 | - | - |"]
+
+
 def test_the_per_seed_table_flags_a_cut_run_and_records_the_load() -> None:
     cut = record("control", 1, 0.7, 0)
     cut["metrics"]["cut"] = True
