@@ -98,7 +98,10 @@ def main() -> None:
 
 def _write_tables(out: Path, lines: Path) -> None:
     text = report.tables(report.load(lines.read_text().splitlines()))
-    (out / "race.md").write_text(text + "\n")
+    (out / "race.md").write_text(
+        f"# The race's tables\n\nRebuilt from every record of `{lines.name}` beside this file "
+        "(`python -m localcluster.bench.race --out DIR --tables-only`); what each column means is "
+        "in docs/benchmarks.md.\n\n" + text + "\n")
     print("\n" + text)
 
 
