@@ -225,6 +225,7 @@ class _Env:
             return ()
         return tuple(value)
 
+
 def _pod_runtime(e: _Env, prefix: str, image: str, openshift: bool) -> PodRuntime:
     secrets = tuple(s.strip() for s in e.text(f"{prefix}IMAGE_PULL_SECRETS", "").split(",")
                     if s.strip())

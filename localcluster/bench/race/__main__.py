@@ -77,8 +77,9 @@ def main() -> None:
                 record = race(arm(name), start, i, workdir, args.horizon, raw,
                               lambda s: print(s, flush=True), cycles=args.cycles,
                               threshold=args.thresholds)
-            except Exception as e:  # noqa: BLE001 - one run's failure must not end the others
-                # No record: the seed's other arms still run, and this arm has no pair on it.
+            except Exception as e:
+                # One run's failure must not end the others. No record: the seed's other arms
+                # still run, and this arm has no pair on it.
                 print(f"seed {seed}, {name}: failed, no record ({e}); its logs: {workdir}",
                       flush=True)
                 failed.append(f"{seed}/{name}")

@@ -126,8 +126,8 @@ def paired_table(records: Sequence[Record], reference: str) -> str:
     rows = [f"| arm − {reference} | " + " | ".join(FIGURES) + f" | node-hours ÷ {reference} |",
             "|---" * (len(FIGURES) + 2) + "|"]
     for arm in arms:
-        cells = [describe(paired(*pairs(records, arm, reference, f))) for f in FIGURES]
-        cells.append(relative(*pairs(records, arm, reference, "node-hours")))
+        of = {f: pairs(records, arm, reference, f) for f in FIGURES}
+        cells = [describe(paired(*of[f])) for f in FIGURES] + [relative(*of["node-hours"])]
         rows.append(f"| {arm} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

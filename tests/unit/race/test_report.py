@@ -68,7 +68,7 @@ def test_the_matrix_puts_each_seed_in_a_row_and_each_arm_in_a_column() -> None:
                record("karpenter", 2, 0.25, 4, removed=0)]
     table = report.matrix(records, "evictions per net node removed")
     assert table.splitlines()[0] == "| evictions per net node removed: seed | control | karpenter |"
-    # Nothing removed: undefined, as for the control (no eviction, no node).
+    # Seed 2: karpenter removed no node (per net node is undefined); the control did not run.
     assert table.splitlines()[2:] == ["| 1 | 0 | 5 |", "| 2 | - | - |"]
 
 
