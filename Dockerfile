@@ -1,4 +1,5 @@
-# One image, two entry points: `compactor-webhook` and `compactor-controller`.
+# One image, three entry points: `compactor-webhook`, `compactor-controller` and
+# `compactor-extender` (beside kube-scheduler in the compaction scheduler's Pod).
 # Build: docker build -t compactor:0.1.0 .
 FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

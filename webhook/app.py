@@ -23,13 +23,13 @@ from webhook.review import parse_review, response
 log = logging.getLogger("compactor.webhook")
 
 
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
     """The whole body; None when the client went before sending it."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             declared = value.decode("latin-1")
             if declared.isdigit() and int(declared) > limit:
-                raise BodyTooLarge(f"AdmissionReview larger than {limit} bytes")
+                raise BodyTooLarge(f"body larger than {limit} bytes")
             break
     chunks, size = [], 0
     while True:
@@ -39,7 +39,7 @@ async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None
             if chunk:
                 size += len(chunk)
                 if size > limit:
-                    raise BodyTooLarge(f"AdmissionReview larger than {limit} bytes")
+                    raise BodyTooLarge(f"body larger than {limit} bytes")
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
@@ -47,7 +47,7 @@ async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None
             return None
 
 
-async def _send(send: Send, status: int, body: bytes, content_type: bool = True) -> None:
+async def send_body(send: Send, status: int, body: bytes, content_type: bool = True) -> None:
     """What ``starlette.responses.Response(body, status, media_type="application/json")``
     sends (without a media type when ``content_type`` is false), with none of its objects."""
     headers = [(b"content-length", str(len(body)).encode("latin-1"))]
@@ -70,22 +70,22 @@ class Mutate:
         start = time.perf_counter()
         metrics = self.metrics
         try:
-            body = await _read_body(scope, receive, self.max_body_bytes)
+            body = await read_body(scope, receive, self.max_body_bytes)
             if body is None:
                 # The client went, or its connection was closed for sending too slowly:
                 # nobody to answer, and nothing to log.
-                await _send(send, 400, b"", content_type=False)
+                await send_body(send, 400, b"", content_type=False)
                 return
             review = parse_review(body)
         except RejectedRequest as e:
             metrics.rejected.labels(e.reason).inc()
             metrics.requests.labels("rejected").inc()
-            await _send(send, e.status, orjson.dumps({"error": str(e)}))
+            await send_body(send, e.status, orjson.dumps({"error": str(e)}))
             return
         decision = await self.admitter.decide(review)
         out = response(review["uid"], decision.patch)
         metrics.duration.observe(time.perf_counter() - start)
-        await _send(send, 200, out)
+        await send_body(send, 200, out)
 
 
 class MutateFirst:

@@ -6,6 +6,7 @@
      ├── RejectedRequest          the body is no AdmissionReview we can answer: an HTTP error,
      │    │                       never an admission verdict
      │    ├── MalformedReview     HTTP 400
+     │    ├── MalformedExtenderArgs  HTTP 400: the scheduler's ExtenderArgs, unreadable
      │    └── BodyTooLarge        HTTP 413
      ├── AdmittedUnchanged        a Pod CREATE we answer with allowed and no patch, counted in
      │    │                       compactor_admission_failed_open_total by ``reason``
@@ -44,6 +45,12 @@ class RejectedRequest(WebhookError):
 
 class MalformedReview(RejectedRequest):
     """Not JSON, not an ``admission.k8s.io/v1`` AdmissionReview, or without request/uid."""
+
+
+class MalformedExtenderArgs(RejectedRequest):
+    """Not JSON, or no Pod and candidate nodes, on the extender's ``/prioritize``."""
+
+    reason = "malformed_args"
 
 
 class BodyTooLarge(RejectedRequest):

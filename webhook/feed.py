@@ -6,6 +6,9 @@ running, an object it has not seen yet (a new ReplicaSet's Pod can be admitted b
 ReplicaSet's watch event arrives) or one with another uid falls back to the cached GET, which
 alone may conclude that an owner is absent. Intent changes reach admissions as fast as the
 watch delivers them instead of after the cache TTL.
+
+The same loop follows the Pods a drain marks (``webhook.drain_marks``) for the compaction
+scheduler's extender.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any, Final, Protocol
 from compaction import kinds
 from compaction.limit_range import fingerprint
 from compaction.ownership import CHAIN_KINDS
+from webhook.drain_marks import PATH as MARKED_PODS
+from webhook.drain_marks import DrainMarks
 from webhook.errors import NotServed, WatchExpired
-from webhook.metrics import Metrics
+from webhook.metrics import WatchMetrics
 from webhook.owners import OwnerRecord, record_of
 
 log = logging.getLogger("compactor.webhook")
@@ -43,6 +48,7 @@ class Source:
 SOURCES: Final = tuple(Source(k, kinds.kind(k).path())
                        for k in ("Namespace", *sorted(CHAIN_KINDS)))
 LIMIT_RANGES: Final = Source("LimitRange", kinds.kind("LimitRange").path())
+DRAINS: Final = Source("Pod", MARKED_PODS)  # only the Pods a drain marks
 
 
 class Store(Protocol):
@@ -139,18 +145,22 @@ def _entry(obj: Mapping[str, Any]) -> tuple[tuple[str, str], tuple[str, OwnerRec
 
 
 class OwnerFeed:
-    def __init__(self, source: MetadataSource, metrics: Metrics,
+    def __init__(self, source: MetadataSource, metrics: WatchMetrics,
                  sources: Iterable[Source] = SOURCES, rediscover_seconds: float = 60.0,
                  max_backoff: float = 30.0,
-                 limit_range_source: Source | None = LIMIT_RANGES) -> None:
+                 limit_range_source: Source | None = LIMIT_RANGES,
+                 marks: DrainMarks | None = None) -> None:
         self._source = source
         self._sources = tuple(sources)
         self._rediscover = rediscover_seconds
         self._max_backoff = max_backoff
         self.stores = {s.kind: KindStore() for s in self._sources}
         self.limit_range_store = LimitRangeStore()
-        self._followed = (*self._sources, *([limit_range_source] if limit_range_source else []))
+        self._followed = (*self._sources, *([limit_range_source] if limit_range_source else []),
+                          *([DRAINS] if marks is not None else []))
         watched: dict[str, Store] = {**self.stores, LIMIT_RANGES.kind: self.limit_range_store}
+        if marks is not None:
+            watched[DRAINS.kind] = marks
         self._watched = watched
         for s in self._followed:
             store = watched[s.kind]

@@ -79,7 +79,7 @@ class KubeReader:
         token = ""
         while True:
             query = {"limit": str(page), **({"continue": token} if token else {})}
-            body = await self._read(f"{path}?{urlencode(query)}", _META_LIST)
+            body = await self._read(_query(path, query), _META_LIST)
             items.extend(body.get("items") or [])
             meta = body.get("metadata") or {}
             token = meta.get("continue") or ""
@@ -96,10 +96,9 @@ class KubeReader:
                              ) -> AsyncIterator[dict[str, Any]]:
         """Watch events from ``resource_version`` (with bookmarks) until the server ends the
         watch; ``opened`` is called once the server has accepted it."""
-        query = urlencode({"watch": "1", "resourceVersion": resource_version,
-                           "allowWatchBookmarks": "true",
-                           "timeoutSeconds": str(WATCH_SECONDS)})
-        url = f"{path}?{query}"
+        query = {"watch": "1", "resourceVersion": resource_version,
+                 "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_SECONDS)}
+        url = _query(path, query)
         try:
             async with self._streams().get(url.lstrip("/"),
                                            headers=self._headers(_META)) as resp:
@@ -122,6 +121,11 @@ class KubeReader:
         await self._session.close()
         if self._stream is not None:
             await self._stream.close()
+
+
+def _query(path: str, query: dict[str, str]) -> str:
+    """``path`` (which may carry a query of its own, a label selector say) with ``query``."""
+    return f"{path}{'&' if '?' in path else '?'}{urlencode(query)}"
 
 
 def _object(url: str, body: bytes) -> dict[str, Any]:

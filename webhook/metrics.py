@@ -1,4 +1,5 @@
-"""Prometheus metrics of the webhook, on a registry of its own (base units, ``compactor_``)."""
+"""Prometheus metrics of the webhook and of the compaction scheduler's extender, each process on
+a registry of its own (base units, ``compactor_``)."""
 
 from __future__ import annotations
 
@@ -87,9 +88,46 @@ class LatencyHistogram(Collector):
                                     sum_value=self._sum)
 
 
-class Metrics:
+class WatchMetrics:
+    """The metadata watches' series, which both processes follow (``webhook.feed``)."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.watch_objects = Gauge(
+            "compactor_owner_watch_objects", "Owners held by the watch feed, by kind.",
+            ["kind"], registry=r)
+        self.watch_synced = Gauge(
+            "compactor_owner_watch_synced", "1 while the kind's watch is running and its "
+            "lookups need no API call.", ["kind"], registry=r)
+        self.watch_served = Gauge(
+            "compactor_owner_watch_served", "1 while the API server serves the kind (0: its "
+            "CRD is not installed, so its watch is not synced by design).", ["kind"],
+            registry=r)
+        self.watch_restarts = Counter(
+            "compactor_owner_watch_restarts", "Watch restarts, by kind and reason (expired: "
+            "relisted after 410 Gone; error: reconnected after a failure).",
+            ["kind", "reason"], registry=r)
+
+
+class ExtenderMetrics(WatchMetrics):
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        r = self.registry
+        self.extender = Counter(
+            "compactor_extender_requests", "The compaction scheduler's extender calls, by "
+            "outcome: planned (the Pod replaces a drained one and its planned node was a "
+            "candidate, scored first), elsewhere (the planned node was no candidate), none (no "
+            "departure to replace), malformed_args or too_large.", ["outcome"], registry=r)
+        for outcome in ("planned", "elsewhere", "none", "malformed_args", "too_large"):
+            self.extender.labels(outcome)
+
+
+class Metrics(WatchMetrics):
+    """The admission webhook's."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
         r = self.registry
         self.duration = LatencyHistogram(
             "compactor_admission_duration_seconds", "Time to answer one AdmissionReview.",
@@ -121,20 +159,6 @@ class Metrics:
             "compactor_resource_patches", "Pods of a workload with a resource plan, by what "
             "admission did with the plan (applied, unchanged; or why it was left out).",
             ["outcome"], registry=r)
-        self.watch_objects = Gauge(
-            "compactor_owner_watch_objects", "Owners held by the watch feed, by kind.",
-            ["kind"], registry=r)
-        self.watch_synced = Gauge(
-            "compactor_owner_watch_synced", "1 while the kind's watch is running and its "
-            "lookups need no API call.", ["kind"], registry=r)
-        self.watch_served = Gauge(
-            "compactor_owner_watch_served", "1 while the API server serves the kind (0: its "
-            "CRD is not installed, so its watch is not synced by design).", ["kind"],
-            registry=r)
-        self.watch_restarts = Counter(
-            "compactor_owner_watch_restarts", "Watch restarts, by kind and reason (expired: "
-            "relisted after 410 Gone; error: reconnected after a failure).",
-            ["kind", "reason"], registry=r)
         self.certificate_expiry = Gauge(
             "compactor_webhook_certificate_expiration_timestamp_seconds", "When the serving "
             "certificate now loaded expires (notAfter, Unix time).", registry=r)

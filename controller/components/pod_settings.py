@@ -151,6 +151,8 @@ class RuntimeSettings:
     scheduler: PodRuntime = PodRuntime(SCHEDULER_REPOSITORY)
     # None: derive the tag from the API server's version; else a full image reference.
     scheduler_image_override: str | None = None
+    # Compactor's own image, for the extender beside the scheduler; None: no extender.
+    extender_image: str | None = None
     openshift: bool = False
 
 

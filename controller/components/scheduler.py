@@ -17,14 +17,29 @@ CONFIG_KEY: Final = "config.yaml"
 POD_SELECTOR: Final = component_selector("scheduler")
 _MOUNT: Final = "/etc/compactor-scheduler"
 # Above the sum of every other score's weight in the profile (NodeResourcesFit 1,
-# InterPodAffinity 2, NodeAffinity 2, PodTopologySpread 2, VolumeBinding 1).
+# InterPodAffinity 2, NodeAffinity 2, PodTopologySpread 2, VolumeBinding 1, the extender 1).
 TAINT_WEIGHT: Final = 20
+# The extender's top score (10) counts 10 × 10 × this: 100, as much as MostAllocated's whole
+# range, so the planned node wins among nodes with as many soft taints, and only there.
+EXTENDER_WEIGHT: Final = 1
+EXTENDER_PORT: Final = 10262  # webhook.extender_server.PORT, on the Pod's loopback
+
+
+def extender(url_prefix: str) -> dict[str, Any]:
+    """The extender beside kube-scheduler in its Pod (``webhook.extender_server``): the node the
+    drain plan sent a replaced Pod to scores first, so that the scheduler's choice among equal
+    scores is the plan's. Ignorable: an extender down or slow leaves the profile's own scores,
+    and no Pod waits on it for longer than its timeout."""
+    return {"urlPrefix": url_prefix, "prioritizeVerb": "prioritize",
+            "weight": EXTENDER_WEIGHT, "enableHTTPS": False, "httpTimeout": "2s",
+            "nodeCacheCapable": True, "ignorable": True}
 
 
 def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
-                            kubeconfig: str | None = None) -> dict[str, Any]:
+                            kubeconfig: str | None = None,
+                            with_extender: bool = True) -> dict[str, Any]:
     """KubeSchedulerConfiguration v1 with its own lease, so it never contends with the default
-    scheduler for kube-system/kube-scheduler."""
+    scheduler for kube-system/kube-scheduler; and the extender in its Pod, when it has one."""
     config: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -63,22 +78,28 @@ def render_scheduler_config(namespace: str = names.INSTALL_NAMESPACE,
             ],
         }],
     }
+    if with_extender:
+        config["extenders"] = [extender(f"http://127.0.0.1:{EXTENDER_PORT}")]
     if kubeconfig:
         config["clientConnection"] = {"kubeconfig": kubeconfig}
     return config
 
 
-def scheduler_configmap(namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
+def scheduler_configmap(namespace: str = names.INSTALL_NAMESPACE,
+                        with_extender: bool = True) -> dict[str, Any]:
+    config = render_scheduler_config(namespace, with_extender=with_extender)
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": names.SCHEDULER_CONFIGMAP, "namespace": namespace,
                      "labels": managed_labels("scheduler")},
-        "data": {CONFIG_KEY: yaml.safe_dump(render_scheduler_config(namespace), sort_keys=False)},
+        "data": {CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)},
     }
 
 
 def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
-                         namespace: str = names.INSTALL_NAMESPACE) -> dict[str, Any]:
+                         namespace: str = names.INSTALL_NAMESPACE,
+                         extender_image: str | None = None) -> dict[str, Any]:
+    """kube-scheduler, and beside it, from Compactor's own image, its extender."""
     labels = managed_labels("scheduler")
     spec = runtime.pod_spec({
         "name": "kube-scheduler", "image": image,
@@ -88,12 +109,30 @@ def scheduler_deployment(runtime: PodRuntime, image: str, config_hash: str,
                           "initialDelaySeconds": 15},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}},
     }, SERVICE_ACCOUNT, names.SCHEDULER_CONFIGMAP, _MOUNT)
-    skips = runtime.scan_skips(image, {
+    extra = {
         "CKV_K8S_114": "profiling is off in its config file (enableProfiling: false), "
                        "which --profiling cannot change beside --config",
         "CKV_K8S_115": "the kubelet probes /livez and /readyz at the Pod's address; "
                        "127.0.0.1 suits host-network control-plane Pods only",
-    })
+    }
+    if extender_image:
+        # The extender's command and port, nothing else of its own: the scheduler's settings.
+        (scheduler,) = spec["containers"]
+        spec["containers"].append({
+            "name": "extender", "image": extender_image, "command": ["compactor-extender"],
+            "env": [{"name": "COMPACTOR_EXTENDER_PORT", "value": str(EXTENDER_PORT)}],
+            "imagePullPolicy": runtime.pull_policy, "resources": dict(runtime.resources),
+            "securityContext": dict(runtime.security_context),
+            "volumeMounts": [m for m in scheduler["volumeMounts"] if m["name"] == "api-access"],
+        })
+        for check in ("CKV_K8S_8", "CKV_K8S_9"):
+            extra[check] = ("the extender listens on the Pod's loopback alone, which no kubelet "
+                            "probe reaches; kube-scheduler goes on without it (ignorable)")
+        if "@" not in extender_image:
+            extra["CKV_K8S_43"] = ("upstream's tag by default (the scheduler's follows the API "
+                                   "server's version), and no image of Compactor's is "
+                                   "published with a digest to pin (docs/install.md)")
+    skips = runtime.scan_skips(image, extra)
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": DEPLOYMENT, "namespace": namespace, "labels": labels,

@@ -83,13 +83,14 @@ def apply_scheduler(active: list[Policy], snapshot: Snapshot, settings: PlanSett
                 "Deployment", ns, scheduler_manifests.DEPLOYMENT, "", "CompactionSchedulerKept",
                 f"no policy uses the compaction scheduler, but {waiting} unbound Pod(s) name "
                 f"{names.MANAGED_SCHEDULER}: it stays until they are scheduled", key=key))
-    cm = scheduler_manifests.scheduler_configmap(ns)
+    extender_image = settings.runtime.extender_image
+    cm = scheduler_manifests.scheduler_configmap(ns, with_extender=extender_image is not None)
     image = scheduler_image(settings.runtime.scheduler_image_override, None, None,
                             snapshot.cluster_version)
     config = cm["data"][scheduler_manifests.CONFIG_KEY]
     config_hash = hashlib.sha256(config.encode()).hexdigest()[:12]
     deploy = scheduler_manifests.scheduler_deployment(settings.runtime.scheduler, image,
-                                                    config_hash, ns)
+                                                    config_hash, ns, extender_image)
     for (kind, name), body in zip(objects, (cm, deploy), strict=True):
         _apply(kinds.kind(kind).path(ns, name), body, own.get((kind, name)), memory, out)
     current = own.get(("Deployment", scheduler_manifests.DEPLOYMENT))

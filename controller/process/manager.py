@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from certs.manager import CertManager
+from compaction import kinds
 from controller.act.metrics import ControllerMetrics
 from controller.kubeapi.client import Api, ApiError
 from controller.kubeapi.informer import Informers, sleep_or_stop
@@ -111,9 +114,43 @@ class Manager:
                 t.cancel()
 
 
+CONTAINER = "controller"  # the controller's container in its Deployment
+
+
+def own_image(pod: Mapping[str, Any] | None) -> str | None:
+    """The image this Pod's controller container runs, which the compaction scheduler's
+    extender runs from too (kustomize's and Helm's image settings reach it there)."""
+    containers = ((pod or {}).get("spec") or {}).get("containers") or []
+    named = [c for c in containers if c.get("name") == CONTAINER] or containers[:1]
+    if not named:
+        return None
+    return str(named[0].get("image") or "") or None
+
+
+async def with_extender_image(api: Api, settings: ControllerSettings) -> ControllerSettings:
+    """Unless COMPACTOR_EXTENDER_IMAGE names one, the extender's image is the controller's
+    own, read once from its Pod; outside a Pod (or unreadable) there is no extender."""
+    runtime = settings.plan.runtime
+    if runtime.extender_image is not None:
+        return settings
+    path = kinds.kind("Pod").path(settings.namespace, settings.identity)
+    try:
+        image = own_image(await api.get_or_none(path))
+    except ApiError as e:
+        log.warning("cannot read this Pod's image (%s): the compaction scheduler runs without "
+                    "its extender", e.message)
+        return settings
+    if image is None:
+        log.info("no Pod %s: the compaction scheduler runs without its extender", path)
+        return settings
+    return dataclasses.replace(settings, plan=dataclasses.replace(
+        settings.plan, runtime=dataclasses.replace(runtime, extender_image=image)))
+
+
 async def _main(settings: ControllerSettings) -> None:
     metrics = ControllerMetrics()
     api = await Api.connect(settings.kubeconfig)
+    settings = await with_extender_image(api, settings)
     metrics.api_requests.set_function(lambda: float(api.requests))
     metrics.api_watches.set_function(lambda: float(api.watches))
     metrics.api_throttled.set_function(lambda: float(api.throttled))

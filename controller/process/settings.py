@@ -261,7 +261,9 @@ def _runtime(e: _Env) -> RuntimeSettings:
     sched = _pod_runtime(e, "COMPACTION_SCHEDULER_", override or SCHEDULER_REPOSITORY,
                          openshift)
     return RuntimeSettings(descheduler=desched, scheduler=sched,
-                           scheduler_image_override=override, openshift=openshift)
+                           scheduler_image_override=override,
+                           extender_image=e.text("COMPACTOR_EXTENDER_IMAGE", "") or None,
+                           openshift=openshift)
 
 
 def _certs(e: _Env, namespace: str) -> CertSettings | None:

@@ -62,6 +62,49 @@ def token_kubeconfig(cluster: Cluster, token: str, file: Path, server: str | Non
     return file
 
 
+def local_scheduler_config(config: dict[str, Any], kubeconfig: Path | str,
+                           extender_url: str | None = None) -> dict[str, Any]:
+    """A rendered KubeSchedulerConfiguration for a process here: the given credentials, and
+    its extender at ``extender_url`` (a process of ``start_extender``; in a Pod it is the
+    container beside the scheduler, at the same loopback address); none without one."""
+    out = {**config, "clientConnection": {"kubeconfig": str(kubeconfig)}}
+    out["extenders"] = [{**e, "urlPrefix": extender_url} for e in config.get("extenders") or ()
+                        ] if extender_url else []
+    return out
+
+
+class RunningExtender:
+    def __init__(self, process: Process, port: int) -> None:
+        self.process, self.port = process, port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def metric(self, name: str, **labels: str) -> float:
+        return scrape.sample(httpx.get(f"{self.url}/metrics", timeout=5).text, name, labels)
+
+
+def start_extender(cluster: Cluster, kubeconfig: Path, workdir: Path) -> RunningExtender:
+    """``compactor-extender`` as a process, with the credentials of ``kubeconfig`` (the
+    scheduler's account, as in its Pod); returns once it answers /healthz."""
+    port = free_port()
+    env = {**os.environ, "COMPACTOR_EXTENDER_PORT": str(port),
+           "COMPACTOR_EXTENDER_KUBECONFIG": str(kubeconfig)}
+    proc = Process(f"extender-{port}", [sys.executable, "-m", "webhook.extender_server"],
+                   workdir / f"extender-{port}.log", env=env)
+    proc.start()
+    cluster.processes.append(proc)
+    try:
+        proc.wait_healthy(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz",
+                                            timeout=1).status_code == 200, 30)
+    except BaseException:
+        proc.stop()
+        cluster.processes.remove(proc)
+        raise
+    return RunningExtender(proc, port)
+
+
 def webhook_metric(hook: RunningWebhook, name: str, **labels: str) -> float:
     """The webhook's series of ``name`` with exactly ``labels``; 0 while absent."""
     return scrape.sample(httpx.get(f"{hook.url}/metrics", verify=False).text, name, labels)
@@ -319,6 +362,9 @@ class CompactorStack:
                "COMPACTOR_CONTROLLER_METRICS_PORT": str(port),
                "COMPACTOR_CONTROLLER_METRICS_ADDRESS": "127.0.0.1",
                "COMPACTOR_CERTS_MODE": "off", "POD_NAME": identity,
+               # Names the image of the extender's container, which kwok only pretends to
+               # run: start_scheduler runs the extender beside the scheduler as a process.
+               "COMPACTOR_EXTENDER_IMAGE": "compactor:0.1.0",
                "COMPACTOR_CONTROLLER_SCHEDULER_DOWN_AFTER_SECONDS": str(SCHEDULER_DOWN_AFTER),
                "COMPACTOR_CONTROLLER_SCHEDULER_RECOVERY_SECONDS": str(SCHEDULER_RECOVERY),
                "COMPACTOR_CONTROLLER_STRANDED_AFTER_SECONDS": str(STRANDED_AFTER),
@@ -337,13 +383,16 @@ class CompactorStack:
         return scrape.sample(text, name, labels)
 
     def start_scheduler(self) -> Process:
-        """kube-scheduler with the configuration the controller rendered into its ConfigMap
-        (the process stands for the Deployment's Pod, which kwok only pretends to run)."""
+        """kube-scheduler with the configuration the controller rendered into its ConfigMap,
+        and its extender when the configuration names one (the processes stand for the
+        Deployment's Pod, which kwok only pretends to run)."""
         cm = wait_for("the scheduler ConfigMap", lambda: self.kube.get(
             path("configmaps", names.INSTALL_NAMESPACE, names.SCHEDULER_CONFIGMAP)), timeout=60)
+        kubeconfig = self._kubeconfig(names.MANAGED_SCHEDULER)
         config = yaml.safe_load(cm["data"]["config.yaml"])
-        config["clientConnection"] = {
-            "kubeconfig": str(self._kubeconfig(names.MANAGED_SCHEDULER))}
+        extender = start_extender(self.cluster, kubeconfig, self.dir) \
+            if config.get("extenders") else None
+        config = local_scheduler_config(config, kubeconfig, extender.url if extender else None)
         file = self.dir / f"{names.MANAGED_SCHEDULER}.yaml"
         file.write_text(yaml.safe_dump(config))
         return self.cluster.start_scheduler(name=names.MANAGED_SCHEDULER, config=file)

@@ -18,7 +18,7 @@ import yaml
 from controller.components.pod_settings import RuntimeSettings
 from controller.plan.settings import PlanSettings
 from localcluster import ApiError, Cluster, Kube
-from localcluster.cluster.control_plane import MANUAL_STATUS, ROOT
+from localcluster.cluster.control_plane import MANUAL_STATUS, ROOT, NodeShape
 from localcluster.cluster.kube import path, wait_for
 from localcluster.cluster.process import free_port
 from localcluster.cluster.stack import (
@@ -48,6 +48,16 @@ class AheadClock:
 
     def __call__(self) -> datetime.datetime:
         return datetime.datetime.now(datetime.UTC) + self.ahead
+
+
+def own_pool(cluster: Cluster, kube: Kube, suffixes: Sequence[str]) -> tuple[str, list[str]]:
+    """Fresh nodes of one shape (4 CPU, 16 GiB) in a pool of their own, labelled
+    ``compactor.test/pool=<pool>``, so that other tests' Pods don't count."""
+    pool_name = f"pool-{uuid.uuid4().hex[:5]}"
+    nodes = [f"{pool_name}-{s}" for s in suffixes]
+    cluster.add_nodes(kube, nodes, NodeShape(cpu="4", memory="16Gi", pods="110"),
+                      labels={"compactor.test/pool": pool_name})
+    return pool_name, nodes
 
 
 def pod_template(labels: dict[str, str], cpu: str = "100m") -> dict[str, Any]:

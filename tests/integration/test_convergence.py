@@ -20,6 +20,7 @@ from controller.kubeapi.client import Api
 from controller.process.reconciler import Reconciler
 from localcluster import Cluster, Kube
 from localcluster.cluster.kube import path, wait_for
+from localcluster.cluster.stack import local_scheduler_config
 from tests.integration.helpers import (
     HARNESS_PLAN,
     ROOT,
@@ -49,7 +50,8 @@ def stack(cluster: Cluster, kube: Kube, workloads: Cluster, nodes: list[str],
     kube.ensure_namespace("compactor-system")
     workdir = tmp_path_factory.mktemp("convergence")
     config = workdir / "scheduler.yaml"
-    config.write_text(yaml.safe_dump(render_scheduler_config(kubeconfig=str(cluster.kubeconfig))))
+    config.write_text(yaml.safe_dump(local_scheduler_config(render_scheduler_config(),
+                                                           cluster.kubeconfig)))
     sched = cluster.start_scheduler(name="compactor-scheduler", config=config)
     try:
         with run_webhook(cluster, kube, workdir, extra_env={

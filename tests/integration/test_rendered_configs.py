@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,12 @@ from localcluster import Cluster, Kube
 from localcluster.cluster.control_plane import NodeShape
 from localcluster.cluster.kube import path, wait_for
 from localcluster.cluster.process import free_port
+from localcluster.cluster.stack import local_scheduler_config
 from tests.integration.helpers import (
     descheduler_dry_run,
     evicted_in_dry_run,
     named_pods,
+    own_pool,
     pod_template,
     run_pinned,
     running_pods,
@@ -34,11 +35,7 @@ from tests.reference import reference_policies
 @pytest.fixture
 def pool(cluster: Cluster, kube: Kube, workloads: Cluster) -> tuple[str, list[str]]:
     """Two fresh nodes in a pool of their own, so other tests' Pods don't count."""
-    pool_name = f"pool-{uuid.uuid4().hex[:5]}"
-    nodes = [f"{pool_name}-dense", f"{pool_name}-sparse"]
-    cluster.add_nodes(kube, nodes, NodeShape(cpu="4", memory="16Gi", pods="110"),
-                      labels={"compactor.test/pool": pool_name})
-    return pool_name, nodes
+    return own_pool(cluster, kube, ("dense", "sparse"))
 
 
 def test_real_descheduler_dry_run_evicts_only_eligible_pods_from_the_drained_node(
@@ -184,7 +181,8 @@ def test_real_kube_scheduler_with_rendered_config_binds_to_the_fullest_node(
     pool_name, (dense, sparse) = pool
     kube.ensure_namespace("compactor-system")
     config = tmp_path / "scheduler.yaml"
-    config.write_text(yaml.safe_dump(render_scheduler_config(kubeconfig=str(cluster.kubeconfig))))
+    config.write_text(yaml.safe_dump(local_scheduler_config(render_scheduler_config(),
+                                                           cluster.kubeconfig)))
     proc = cluster.start_scheduler(name="compactor-scheduler", config=config)
     try:
         run_pinned(kube, namespace, [("base", dense, 2, "1", {})])

@@ -19,6 +19,7 @@ from localcluster import Cluster, Kube
 from localcluster.cluster.control_plane import NodeShape
 from localcluster.cluster.kube import path, wait_for
 from localcluster.cluster.process import Process
+from localcluster.cluster.stack import local_scheduler_config
 from tests.integration.conftest import Policies
 from tests.integration.helpers import clear_waiting_on_compaction_scheduler
 
@@ -36,8 +37,7 @@ def scheduler_process(cluster: Cluster) -> Iterator[list[Process]]:
 
 def _start_from_configmap(cluster: Cluster, kube: Kube, workdir: Path) -> Process:
     cm = kube.get(path("configmaps", NS, names.SCHEDULER_CONFIGMAP))
-    config = yaml.safe_load(cm["data"]["config.yaml"])
-    config["clientConnection"] = {"kubeconfig": str(cluster.kubeconfig)}
+    config = local_scheduler_config(yaml.safe_load(cm["data"]["config.yaml"]), cluster.kubeconfig)
     file = workdir / "compactor-scheduler.yaml"
     file.write_text(yaml.safe_dump(config))
     return cluster.start_scheduler(name=f"compactor-scheduler-{uuid.uuid4().hex[:4]}",

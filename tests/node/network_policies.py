@@ -90,19 +90,26 @@ def _sockets(cgroup_root: str, pod: Mapping[str, Any]) -> list[tuple[str, tuple[
     return out
 
 
+def _loopback(address: tuple[str, int]) -> bool:
+    """Within the Pod (a container's listener for the others, as the compaction scheduler's
+    extender is): no NetworkPolicy governs it, and nothing outside the Pod reaches it."""
+    return ipaddress.ip_address(address[0]).is_loopback
+
+
 def listening_ports(cgroup_root: str, pod: Mapping[str, Any]) -> set[tuple[str, int]]:
-    """The TCP ports the Pod listens on now."""
+    """The TCP ports the Pod listens on now, beyond its loopback."""
     return {("TCP", local[1]) for state, local, _ in _sockets(cgroup_root, pod)
-            if state == _LISTEN}
+            if state == _LISTEN and not _loopback(local)}
 
 
 def outgoing(cgroup_root: str, pod: Mapping[str, Any]) -> set[tuple[str, int]]:
-    """The (address, port) of every peer the Pod has a connection open to, not counting those
-    that came in on a port it listens on (probes, scrapes, admission calls)."""
+    """The (address, port) of every peer beyond its loopback the Pod has a connection open
+    to, not counting those that came in on a port it listens on (probes, scrapes, admission
+    calls)."""
     sockets = _sockets(cgroup_root, pod)
     served = {local[1] for state, local, _ in sockets if state == _LISTEN}
     return {remote for state, local, remote in sockets
-            if state == _ESTABLISHED and local[1] not in served}
+            if state == _ESTABLISHED and local[1] not in served and not _loopback(remote)}
 
 
 _CLONE_NEWNET = 0x40000000

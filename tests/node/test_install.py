@@ -365,11 +365,16 @@ def test_a_policy_makes_the_controller_run_the_scheduler_on_the_real_node(
     started = time.monotonic()
     deployment = wait_for("the compaction scheduler available",
                           lambda: available(kube, "compactor-scheduler", 1), READY, 1.0)
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"].startswith("registry.k8s.io/kube-scheduler:")
+    images = {c["name"]: c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert images.keys() == {"kube-scheduler", "extender"}, images
+    assert images["kube-scheduler"].startswith("registry.k8s.io/kube-scheduler:")
+    # The extender beside it comes from Compactor's own image, the controller's.
+    (controller,) = [c for c in kube.get(path("deployments", NS, "compactor-controller"))[
+        "spec"]["template"]["spec"]["containers"]]
+    assert images["extender"] == controller["image"]
     (pod,) = pods(kube, "scheduler")
     assert pod["spec"]["nodeName"] == node.name and ready(pod)
-    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert [s["restartCount"] for s in pod["status"]["containerStatuses"]] == [0, 0]
     installed.figures["policy applied to scheduler available (s)"] = round(
         time.monotonic() - started, 1)
     installed.figures[f"scheduler Pod {pod['metadata']['name']}: creation to Ready (s)"] = \

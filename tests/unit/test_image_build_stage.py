@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from controller.components.pod_settings import PodRuntime
+from controller.components.scheduler import scheduler_deployment
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
@@ -79,24 +82,30 @@ def test_the_wheel_holds_exactly_the_shipped_packages_and_its_entry_points(
     assert dict(parser["console_scripts"]) == {
         "compactor-webhook": "webhook.server:main",
         "compactor-controller": "controller.process.manager:main",
+        "compactor-extender": "webhook.extender_server:main",
         "kubectl-compactor": "kubectl_compactor.cli:main"}
     commands = set()
     for manifest in ("webhook/deployment.yaml", "controller/deployment.yaml"):
         doc = yaml.safe_load((ROOT / "deploy" / manifest).read_text())
         commands |= {c["command"][0] for c in doc["spec"]["template"]["spec"]["containers"]}
-    # Each Deployment runs one of them; the kubectl plugin runs on a person's machine.
-    assert commands == set(parser["console_scripts"]) - {"kubectl-compactor"}
+    scheduler = scheduler_deployment(PodRuntime("kube-scheduler"), "kube-scheduler:v1", "h",
+                                     extender_image="compactor:0.1.0")
+    commands |= {c["command"][0] for c in scheduler["spec"]["template"]["spec"]["containers"]}
+    # Each Deployment runs one of them (the controller renders the compaction scheduler's,
+    # whose extender is one); the kubectl plugin runs on a person's machine.
+    assert commands == set(parser["console_scripts"]) - {"kubectl-compactor"} | {
+        "kube-scheduler"}
 
 
-def test_the_wheel_alone_imports_both_services_and_the_plugin(wheel: Path, tmp_path: Path) -> None:
+def test_the_wheel_alone_imports_the_services_and_the_plugin(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)
-    # Every module of ours that the two services load must come from the wheel, not from
+    # Every module of ours that the services load must come from the wheel, not from
     # the checkout (which the test environment also has installed, editable).
     probe = ("import importlib, sys\n"
-             "for name in ('webhook.server', 'controller.process.manager',\n"
-             "             'kubectl_compactor.cli'):\n"
+             "for name in ('webhook.server', 'webhook.extender_server',\n"
+             "             'controller.process.manager', 'kubectl_compactor.cli'):\n"
              "    importlib.import_module(name)\n"
              "ours = [m for n, m in sys.modules.items() if n.split('.')[0] in\n"
              "        ('compaction', 'webhook', 'controller', 'kubectl_compactor', 'certs',\n"

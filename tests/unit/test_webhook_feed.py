@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from compaction.intent import Intent
+from webhook.drain_marks import DrainMarks
 from webhook.errors import NotServed, WatchExpired
 from webhook.feed import KindStore, OwnerFeed, Source
 from webhook.metrics import Metrics
@@ -167,3 +168,25 @@ async def test_owner_cache_asks_the_feed_first_and_falls_back_to_a_get() -> None
     assert hit.intent == INTENT and fetched == []
     await cache.lookup(("shop", "ReplicaSet", "web-9", "u9"), "/x/web-9", "u9")
     assert fetched == ["/x/web-9"]
+
+
+@pytest.mark.asyncio
+async def test_feed_with_a_fake_source_follows_only_the_marked_pods_into_the_drain_marks(
+        ) -> None:
+    marked = {"metadata": {"uid": "p1", "namespace": "shop", "resourceVersion": "12",
+                           "ownerReferences": [{"uid": "u1", "controller": True}],
+                           "annotations": {"compactor.dev/planned-node": "dense"}}}
+    source = ScriptedSource(lists=[[marked]], watches=[[{"type": "MODIFIED", "object": {
+        "metadata": {**marked["metadata"], "deletionTimestamp": "2026-12-07T00:00:00Z"}}}]])
+    marks = DrainMarks()
+    feed = OwnerFeed(source, Metrics(), sources=[], rediscover_seconds=0, max_backoff=0,
+                     limit_range_source=None, marks=marks)
+    task = asyncio.create_task(feed.run())
+    await asyncio.wait_for(source.done.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert source.calls == [
+        ("list", "/api/v1/pods?labelSelector=compactor.dev%2Fdraining"), ("watch", "10"),
+        ("watch", "12")]
+    assert marks.planned_node("p2", ("shop", "u1")) == "dense"

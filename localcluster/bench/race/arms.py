@@ -24,7 +24,7 @@ from localcluster.cluster.control_plane import Cluster
 from localcluster.cluster.karpenter import Consolidation, Karpenter
 from localcluster.cluster.kube import Kube
 from localcluster.cluster.process import free_port
-from localcluster.cluster.stack import CompactorStack, evicted_pods
+from localcluster.cluster.stack import CompactorStack, evicted_pods, local_scheduler_config
 from localcluster.demo.scenario import POLICY, TeamPolicy
 
 CADENCE: Final = 120.0  # seconds between descheduler runs a user may set
@@ -124,8 +124,8 @@ def recipe_policy(threshold: int = THRESHOLD) -> dict[str, Any]:
 
 def recipe_scheduler_config(kubeconfig: str) -> dict[str, Any]:
     """Compactor's scheduler profile as the default scheduler: MostAllocated, no balanced
-    allocation, no default topology spread."""
-    config = render_scheduler_config(kubeconfig=kubeconfig)
+    allocation, no default topology spread; no extender, as a recipe has no drain plan."""
+    config = local_scheduler_config(render_scheduler_config(), kubeconfig)
     config["leaderElection"] = {"leaderElect": False}
     config["profiles"][0]["schedulerName"] = "default-scheduler"
     return config

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.components.pod_settings import scheduler_image
+from controller.components.pod_settings import PodRuntime, scheduler_image
 from controller.components.scheduler import render_scheduler_config, scheduler_deployment
 from controller.process.settings import SettingsError, load
 
@@ -33,6 +33,51 @@ def test_config_has_one_most_allocated_profile_and_its_own_lease() -> None:
         "type": "MostAllocated",
         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
     assert "clientConnection" not in cfg
+
+
+def test_config_names_its_extender_ignorable_and_unable_to_outvote_a_taint() -> None:
+    (extender,) = render_scheduler_config()["extenders"]
+    assert extender == {
+        "urlPrefix": "http://127.0.0.1:10262", "prioritizeVerb": "prioritize", "weight": 1,
+        "enableHTTPS": False, "httpTimeout": "2s", "nodeCacheCapable": True, "ignorable": True}
+    # Its top score, 10 × weight × 10, is MostAllocated's whole range at weight 1; every score
+    # but TaintToleration together stays below one soft taint's cost (100 × 20).
+    (profile,) = render_scheduler_config()["profiles"]
+    others = 1 + 2 + 2 + 2 + 1
+    assert 10 * extender["weight"] * 10 == 100
+    assert (others + extender["weight"]) * 100 < 100 * profile["plugins"]["score"][
+        "enabled"][0]["weight"]
+    assert "extenders" not in render_scheduler_config(with_extender=False)
+
+
+def test_the_extender_runs_beside_the_scheduler_from_compactors_image_on_its_loopback() -> None:
+    runtime = PodRuntime("registry.k8s.io/kube-scheduler")
+    deploy = scheduler_deployment(runtime, "registry.k8s.io/kube-scheduler:v1.36.3", "h", "ops",
+                                  "compactor:0.1.0")
+    spec = deploy["spec"]["template"]["spec"]
+    scheduler, extender = spec["containers"]
+    assert extender["image"] == "compactor:0.1.0"
+    assert extender["command"] == ["compactor-extender"]
+    assert extender["env"] == [{"name": "COMPACTOR_EXTENDER_PORT", "value": "10262"}]
+    # No port to publish or probe: it listens on the Pod's loopback, for the scheduler alone.
+    assert "ports" not in extender and "livenessProbe" not in extender
+    # The scheduler's token (its account lists and watches Pods), none of the config's files.
+    assert [m["name"] for m in extender["volumeMounts"]] == ["api-access"]
+    assert extender["securityContext"] == scheduler["securityContext"]
+    skipped = {v.split("=")[0] for k, v in deploy["metadata"]["annotations"].items()
+               if k.startswith("checkov.io/skip")}
+    assert {"CKV_K8S_8", "CKV_K8S_9", "CKV_K8S_43"} <= skipped
+    # Without Compactor's image there is no extender, and no check to skip for one.
+    alone = scheduler_deployment(runtime, "registry.k8s.io/kube-scheduler@sha256:ab", "h")
+    assert len(alone["spec"]["template"]["spec"]["containers"]) == 1
+    assert not {"CKV_K8S_8", "CKV_K8S_9", "CKV_K8S_43"} & {
+        v.split("=")[0] for v in alone["metadata"]["annotations"].values()}
+
+
+def test_the_extenders_image_comes_from_the_controllers_environment() -> None:
+    assert load({}).plan.runtime.extender_image is None
+    assert load({"COMPACTOR_EXTENDER_IMAGE": "mirror/compactor:0.1.0"}
+                ).plan.runtime.extender_image == "mirror/compactor:0.1.0"
 
 
 @pytest.mark.parametrize(("override", "tag", "digest", "version", "image"), [
