@@ -119,17 +119,36 @@ def pairs(records: Sequence[Record], arm: str, reference: str, figure: str
     return a, b
 
 
+def label(cond: Condition) -> str:
+    """A condition in words, the caption of its tables."""
+    nodes, catalogue, variant, horizon, cycles, threshold = cond
+    text = f"{nodes} nodes, {catalogue}, {variant}, {horizon:.0f} s, thresholds {threshold} %"
+    return text + (f", {cycles} day cycles" if cycles else "")
+
+
+def _by_condition(records: Sequence[Record]) -> list[tuple[Condition, list[Record]]]:
+    return [(cond, [r for r in records if condition(r) == cond])
+            for cond in sorted({condition(r) for r in records})]
+
+
 def paired_table(records: Sequence[Record], reference: str) -> str:
-    """Each arm against ``reference``: the median of the paired differences (arm −
-    reference), the exact sign-flip p-value, and a bootstrap interval from 10 pairs up."""
-    arms = sorted({r["arm"] for r in records} - {reference})
-    rows = [f"| arm − {reference} | " + " | ".join(FIGURES) + f" | node-hours ÷ {reference} |",
-            "|---" * (len(FIGURES) + 2) + "|"]
-    for arm in arms:
-        of = {f: pairs(records, arm, reference, f) for f in FIGURES}
-        cells = [describe(paired(*of[f])) for f in FIGURES] + [relative(*of["node-hours"])]
-        rows.append(f"| {arm} | " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+    """Each arm against ``reference``, one table per condition where it ran beside another
+    arm: the median of the paired differences (arm − reference), the exact sign-flip
+    p-value, and a bootstrap interval from 10 pairs up."""
+    out = []
+    for cond, mine in _by_condition(records):
+        arms = sorted({r["arm"] for r in mine} - {reference})
+        if not arms or not any(r["arm"] == reference for r in mine):
+            continue
+        rows = [f"**{label(cond)}**", "",
+                f"| arm − {reference} | " + " | ".join(FIGURES) + f" | node-hours ÷ {reference} |",
+                "|---" * (len(FIGURES) + 2) + "|"]
+        for arm in arms:
+            of = {f: pairs(mine, arm, reference, f) for f in FIGURES}
+            cells = [describe(paired(*of[f])) for f in FIGURES] + [relative(*of["node-hours"])]
+            rows.append(f"| {arm} | " + " | ".join(cells) + " |")
+        out.append("\n".join(rows))
+    return "\n\n".join(out)
 
 
 def relative(a: Sequence[float], b: Sequence[float]) -> str:
@@ -143,15 +162,15 @@ def relative(a: Sequence[float], b: Sequence[float]) -> str:
 
 
 def matrix(records: Sequence[Record], figure: str) -> str:
-    """One figure per seed (rows) and arm (columns), under each condition: the per-seed
+    """One figure per seed (rows) and arm (columns), one table per condition: the per-seed
     table at a glance; "-" where the arm did not run on the seed or the figure is undefined."""
     get = FIGURES[figure]
     out = []
-    for cond in sorted({condition(r) for r in records}):
-        mine = [r for r in records if condition(r) == cond]
+    for cond, mine in _by_condition(records):
         arms = sorted({r["arm"] for r in mine})
         cell = {(r["seed"], r["arm"]): get(r) for r in mine}
-        rows = [f"| {figure}: seed | " + " | ".join(arms) + " |", "|---" * (len(arms) + 1) + "|"]
+        rows = [f"**{label(cond)}**", "",
+                f"| {figure}: seed | " + " | ".join(arms) + " |", "|---" * (len(arms) + 1) + "|"]
         for seed in sorted({r["seed"] for r in mine}):
             values = [cell.get((seed, a)) for a in arms]
             rows.append(f"| {seed} | " + " | ".join("-" if v is None else f"{v:.3g}"

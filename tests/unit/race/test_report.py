@@ -66,10 +66,25 @@ def test_an_arm_run_again_on_a_seed_keeps_only_its_last_record() -> None:
 def test_the_matrix_puts_each_seed_in_a_row_and_each_arm_in_a_column() -> None:
     records = [record("karpenter", 1, 0.5, 10), record("control", 1, 2.0, 0),
                record("karpenter", 2, 0.25, 4, removed=0)]
-    table = report.matrix(records, "evictions per net node removed")
-    assert table.splitlines()[0] == "| evictions per net node removed: seed | control | karpenter |"
+    lines = report.matrix(records, "evictions per net node removed").splitlines()
+    assert lines[:3] == ["**12 nodes, one-shape, native, 240 s, thresholds 65 %**", "",
+                         "| evictions per net node removed: seed | control | karpenter |"]
     # Seed 2: karpenter removed no node (per net node is undefined); the control did not run.
-    assert table.splitlines()[2:] == ["| 1 | 0 | 5 |", "| 2 | - | - |"]
+    assert lines[4:] == ["| 1 | 0 | 5 |", "| 2 | - | - |"]
+
+
+def test_each_condition_has_its_own_tables_named_after_it() -> None:
+    """Sizes are never pooled: a 100-node pair goes to its own table, beside the 12-node one."""
+    big = [record("karpenter", 1, 8.0, 150, nodes=100, horizon=600.0),
+           record("compactor", 1, 7.0, 90, nodes=100, horizon=600.0)]
+    tables = report.paired_table(RECORDS + big, "karpenter").split("\n\n")
+    captions = [t.splitlines()[0] for t in tables if t.startswith("**")]
+    # The 600 s condition at 12 nodes ran karpenter alone, and the one at thresholds 90 no
+    # karpenter: no table for either.
+    assert captions == ["**12 nodes, one-shape, native, 240 s, thresholds 65 %**",
+                        "**100 nodes, one-shape, native, 600 s, thresholds 65 %**"]
+    assert "(n = 7)" in tables[1] and "(n = 1)" in tables[3]
+    assert report.label((30, "kwok", "native", 600.0, 2, 65)).endswith(", 2 day cycles")
 
 
 def test_the_per_seed_table_flags_a_cut_run_and_records_the_load() -> None:
