@@ -6,8 +6,9 @@ simulation put it; the Pods the plan moves after it then find other room than th
 counted. The controller marks each Pod it drains with ``compactor.dev/draining`` and the node
 the plan sends it to (``compactor.dev/planned-node``). Once a marked Pod is terminating it is
 a departure; the next new Pod of the same controller (its ReplicaSet, StatefulSet, ...) that
-the compaction scheduler scores takes the oldest departure not yet taken, as the controller's
-landing count matches them, and the extender (``webhook.extender``) scores its planned node.
+the compaction scheduler scores takes the oldest departure not yet taken whose planned node it
+may go to, as the controller's landing count matches them (oldest first), and the extender
+(``webhook.extender``) scores its planned node.
 
 A mark whose Pod leaves the watch before it was seen terminating lost its label (the drain
 ended) or was deleted at once: it is dropped. Departures no Pod took are forgotten after
@@ -17,7 +18,7 @@ ended) or was deleted at once: it is dropped. Departures no Pod took are forgott
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote
@@ -103,20 +104,24 @@ class DrainMarks:
             return
         self.marked[uid] = (owner, planned)
 
-    def planned_node(self, pod_uid: str, owner: OwnerKey | None) -> str | None:
+    def planned_node(self, pod_uid: str, owner: OwnerKey | None,
+                     candidates: Collection[str]) -> str | None:
         """The node the plan sent the departure ``pod_uid`` replaces; None when it replaces
-        none (another reason to create a Pod, or a workload the plan does not drain)."""
+        none (another reason to create a Pod, or a workload the plan does not drain). Of its
+        controller's departures it takes the oldest whose planned node is a candidate: one
+        whose replacement the scheduler placed without asking (a single feasible node) left
+        its departure behind, and a node gone full since is no destination. When none is, it
+        names the oldest's node and takes nothing."""
         now = self.clock()
         self.departed = [d for d in self.departed if now - d.left < self.wait]
         self.taken = {k: v for k, v in self.taken.items() if now - v[1] < self.wait}
         held = self.taken.get(pod_uid)
         if held is not None:
             return held[0].planned
-        if owner is None:
-            return None
-        for departure in self.departed:
-            if departure.owner == owner:
+        mine = [d for d in self.departed if d.owner == owner] if owner is not None else []
+        for departure in mine:
+            if departure.planned in candidates:
                 self.departed.remove(departure)
                 self.taken[pod_uid] = (departure, now)
                 return departure.planned
-        return None
+        return mine[0].planned if mine else None

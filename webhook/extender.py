@@ -50,7 +50,7 @@ def prioritize(body: bytes, marks: DrainMarks) -> tuple[bytes, str]:
     if not isinstance(meta, Mapping):
         raise MalformedExtenderArgs("ExtenderArgs with a Pod without metadata")
     candidates = _candidates(args)
-    planned = marks.planned_node(str(meta.get("uid") or ""), owner_key(meta))
+    planned = marks.planned_node(str(meta.get("uid") or ""), owner_key(meta), candidates)
     outcome = ("none" if planned is None
                else "planned" if planned in candidates else "elsewhere")
     return orjson.dumps([{"Host": n, "Score": MAX_PRIORITY if n == planned else 0}

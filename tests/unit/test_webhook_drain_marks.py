@@ -44,8 +44,13 @@ def marks() -> tuple[DrainMarks, Clock]:
     return DrainMarks(clock=clock, synced=True), clock
 
 
-def new_pod(uid: str, owner: dict[str, Any] = RS_A) -> tuple[str, tuple[str, str]]:
-    return uid, ("team", str(owner["uid"]))
+EVERY_NODE = frozenset({"dense", "n1", "n2"})
+
+
+def new_pod(uid: str, owner: dict[str, Any] = RS_A
+            ) -> tuple[str, tuple[str, str], frozenset[str]]:
+    """A new Pod of ``owner`` as the scheduler asks about it, every node a candidate."""
+    return uid, ("team", str(owner["uid"])), EVERY_NODE
 
 
 def test_a_marked_pod_is_no_departure_until_it_terminates() -> None:
@@ -79,15 +84,30 @@ def test_a_departure_is_recorded_once_however_often_its_pod_is_seen_terminating(
 
 
 @pytest.mark.parametrize(("new", "why"), [
-    (("r", ("team", "rs-b")), "another controller's Pod"),
-    (("r", ("other", "rs-a")), "the same uid in another namespace"),
-    (("r", None), "a Pod no controller replaces"),
+    (("r", ("team", "rs-b"), EVERY_NODE), "another controller's Pod"),
+    (("r", ("other", "rs-a"), EVERY_NODE), "the same uid in another namespace"),
+    (("r", None, EVERY_NODE), "a Pod no controller replaces"),
 ])
 def test_only_a_pod_of_the_same_controller_takes_a_departure(
-        new: tuple[str, tuple[str, str] | None], why: str) -> None:
+        new: tuple[str, tuple[str, str] | None, frozenset[str]], why: str) -> None:
     m, _ = marks()
     m.apply("MODIFIED", pod("old", terminating=True))
     assert m.planned_node(*new) is None, why
+
+
+def test_a_departure_whose_node_is_no_candidate_is_passed_over_and_kept() -> None:
+    """A replacement the scheduler placed without asking (one feasible node) left its
+    departure behind; the next Pod takes the oldest whose planned node it may still go to."""
+    m, clock = marks()
+    m.apply("MODIFIED", pod("first", planned="n1", terminating=True))
+    clock.now += 1
+    m.apply("MODIFIED", pod("second", planned="n2", terminating=True))
+    owner = ("team", "rs-a")
+    assert m.planned_node("r1", owner, {"n2", "dense"}) == "n2"
+    # None of its departures' nodes is a candidate: it names the oldest's and takes nothing.
+    assert m.planned_node("r2", owner, {"dense"}) == "n1"
+    assert m.planned_node("r3", owner, {"n1"}) == "n1"
+    assert m.planned_node("r4", owner, EVERY_NODE) is None
 
 
 def test_a_mark_that_leaves_the_watch_before_terminating_is_dropped() -> None:

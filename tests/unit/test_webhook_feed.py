@@ -189,4 +189,4 @@ async def test_feed_with_a_fake_source_follows_only_the_marked_pods_into_the_dra
     assert source.calls == [
         ("list", "/api/v1/pods?labelSelector=compactor.dev%2Fdraining"), ("watch", "10"),
         ("watch", "12")]
-    assert marks.planned_node("p2", ("shop", "u1")) == "dense"
+    assert marks.planned_node("p2", ("shop", "u1"), {"dense"}) == "dense"
