@@ -186,12 +186,17 @@ def test_a_policy_makes_the_controller_run_the_scheduler_on_the_real_node(
     deployment = wait_for("the compaction scheduler available",
                           lambda: install.available(kube, "compactor-scheduler", 1, NS),
                           READY, 1.0)
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == \
+    images = {c["name"]: c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert images.keys() == {"kube-scheduler", "extender"}, images
+    assert images["kube-scheduler"] == \
         f"registry.k8s.io/kube-scheduler@{digests(node)['kube-scheduler']}"
+    # The extender beside it runs the chart's image of Compactor, the controller's own.
+    (controller,) = kube.get(path("deployments", NS, "compactor-controller"))["spec"][
+        "template"]["spec"]["containers"]
+    assert images["extender"] == controller["image"]
     (pod,) = pods(kube, "scheduler")
     assert pod["spec"]["nodeName"] == node.name
-    assert pod["status"]["containerStatuses"][0]["ready"], pod["status"]
+    assert all(s["ready"] for s in pod["status"]["containerStatuses"]), pod["status"]
 
     def reported() -> dict[str, Any] | None:
         """The policy's SchedulerReady, once a pass has seen the Deployment available (the
