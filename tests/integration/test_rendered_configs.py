@@ -254,8 +254,17 @@ def test_node_fit_judges_only_the_nodes_of_the_policys_pool(
         refused = "pod does not fit on any other node"
         (tmp_path / "pool").mkdir()
         (tmp_path / "cluster").mkdir()
-        log = descheduler_dry_run(cluster, doc, tmp_path / "pool",
-                                  lambda text: refused in text and f"{namespace}/big-" in text)
+        try:
+            log = descheduler_dry_run(cluster, doc, tmp_path / "pool",
+                                      lambda text: refused in text and f"{namespace}/big-" in text)
+        except AssertionError as e:
+            # What the descheduler should have seen, as the API server has it now.
+            big = [(p["metadata"].get("labels"), p["spec"].get("nodeName"), p["status"].get(
+                "phase")) for p in kube.items(path("pods", namespace))
+                   if p["metadata"]["name"].startswith("big-")]
+            taints = kube.get(path("nodes", name=sparse))["spec"].get("taints")
+            raise AssertionError(f"{e}\nbig Pods (labels, node, phase): {big}\n"
+                                 f"the sparse node's taints: {taints}") from e
         assert "Evicted pod in dry run mode" not in log, log[-3000:]
 
         del evictor["args"]["nodeSelector"]
