@@ -52,14 +52,16 @@ def owner_key(meta: Mapping[str, Any]) -> OwnerKey | None:
 
 @dataclass
 class DrainMarks:
-    """The marked Pods' planned nodes, their departures, and which new Pod took which (a Pod
-    scored twice, after a failed bind say, keeps the departure it took)."""
+    """The marked Pods not yet terminating (counted for the watch's metrics: a departure takes
+    its owner and planned node from the event that shows it terminating), the departures, and
+    which new Pod took which (a Pod scored twice, after a failed bind say, keeps the
+    departure it took)."""
 
     clock: Callable[[], float] = time.monotonic
     wait: float = WAIT_SECONDS
     synced: bool = False
     served: bool = True
-    marked: dict[str, tuple[OwnerKey, str]] = field(default_factory=dict)  # uid -> mark
+    marked: set[str] = field(default_factory=set)  # their uids
     departed: list[Departure] = field(default_factory=list)  # oldest first
     taken: dict[str, tuple[Departure, float]] = field(default_factory=dict)  # new Pod's uid
 
@@ -73,11 +75,11 @@ class DrainMarks:
         return 1.0 if self.served else 0.0
 
     def clear(self) -> None:
-        self.marked = {}
+        self.marked = set()
 
     def replace(self, items: Iterable[Mapping[str, Any]]) -> None:
         """A fresh list: what is marked now; departures already seen stay."""
-        self.marked = {}
+        self.marked = set()
         for obj in items:
             self.apply("ADDED", obj)
 
@@ -87,22 +89,22 @@ class DrainMarks:
         if not uid:
             return
         if event_type == "DELETED":
-            self.marked.pop(uid, None)
+            self.marked.discard(uid)
             return
         if event_type not in ("ADDED", "MODIFIED"):
             return
         owner = owner_key(meta)
         planned = str((meta.get("annotations") or {}).get(names.PLANNED_NODE_ANNOTATION) or "")
         if owner is None or not planned:
-            self.marked.pop(uid, None)
+            self.marked.discard(uid)
             return
         if meta.get("deletionTimestamp"):
-            self.marked.pop(uid, None)
+            self.marked.discard(uid)
             if all(d.uid != uid for d in self.departed) and \
                     all(d.uid != uid for d, _ in self.taken.values()):
                 self.departed.append(Departure(uid, owner, planned, self.clock()))
             return
-        self.marked[uid] = (owner, planned)
+        self.marked.add(uid)
 
     def planned_node(self, pod_uid: str, owner: OwnerKey | None,
                      candidates: Collection[str]) -> str | None:
