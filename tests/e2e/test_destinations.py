@@ -26,6 +26,7 @@ from localcluster.cluster.stack import CompactorStack
 
 POLICY_API = "apis/compactor.dev/v1alpha1"
 PLACEHOLDER_CLASS = "destinations-placeholder"
+SYSTEM_NODE = "dst-system"  # the installation's own Pods, apart from every pool
 FOREIGN_TAINT = {"key": "dedicated", "value": "batch", "effect": "PreferNoSchedule"}
 
 
@@ -44,8 +45,12 @@ class Pool:
 
 
 @pytest.fixture(scope="module")
-def scheduler(e2e_kube: Kube, stack: CompactorStack) -> Iterator[Process]:
-    """The compaction scheduler, once a policy asks for it (its ConfigMap exists then)."""
+def scheduler(e2e_cluster: Cluster, e2e_kube: Kube, stack: CompactorStack) -> Iterator[Process]:
+    """The compaction scheduler, once a policy asks for it (its ConfigMap exists then). Its
+    Deployment's Pod (which kwok pretends to run) is placed on a node of its own before any
+    pool exists: left Pending until a case adds its first node, it would land on that case's
+    x, and a node holding a Pod of the installation's namespace is never drained."""
+    e2e_cluster.add_nodes(e2e_kube, [SYSTEM_NODE], NodeShape())
     e2e_kube.apply(path("priorityclasses", name=PLACEHOLDER_CLASS,
                         api="apis/scheduling.k8s.io/v1"), {
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
@@ -56,6 +61,10 @@ def scheduler(e2e_kube: Kube, stack: CompactorStack) -> Iterator[Process]:
         "metadata": {"name": "destinations-boot"},
         "spec": {"scope": {"namespaceSelector": {"operator": "In", "values": ["none"]}},
                  "scheduler": {"useManagedScheduler": True}}})
+    wait_for("the compaction scheduler's Pod placed on its own node", lambda: [
+        p["spec"].get("nodeName") for p in e2e_kube.items(
+            path("pods", names.INSTALL_NAMESPACE), "app.kubernetes.io/component=scheduler")
+    ] == [SYSTEM_NODE], timeout=60)
     yield stack.start_scheduler()
 
 
@@ -105,6 +114,13 @@ def _bare(kube: Kube, ns: str, name: str, node: str, cpu: str,
 
 
 def _apply_policy(kube: Kube, pool: Pool) -> None:
+    """The pool's policy, once the pool holds only the case's own Pods (the cases' room is
+    exact; a Pod of the installation would also keep its node from any drain)."""
+    foreign = [f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+               for p in kube.items(path("pods"))
+               if p["spec"].get("nodeName", "").startswith(f"{pool.tag}-")
+               and p["metadata"]["namespace"] not in (pool.namespace, pool.fill)]
+    assert not foreign, f"Pods of no case on the pool's nodes: {foreign}"
     kube.apply(path("clustercompactionpolicies", name=pool.policy, api=POLICY_API), {
         "apiVersion": names.API_VERSION, "kind": "ClusterCompactionPolicy",
         "metadata": {"name": pool.policy},
