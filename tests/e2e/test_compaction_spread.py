@@ -25,9 +25,11 @@ def test_the_plan_alone_compacts_a_spread_cluster_close_to_the_packing(outcome: 
     assert r.runtime_evictions == 0
     # Pods that cannot move stay where the default scheduler spread them; the packing that
     # leaves them in place is the fair figure, and one node of slack the greedy plan's (it
-    # drains the node with the fewest Pods first, not in first-fit-decreasing order: a run
-    # here ended on 5 nodes in use against that packing's 4).
-    assert r.in_use_after <= r.ffd_around_blockers + 1, r.table()
+    # drains the node with the fewest Pods first, not in first-fit-decreasing order). Nodes
+    # are counted as the plan and that packing count them: a node only a placeholder holds is
+    # free (the packing moves placeholders; an autoscaler removes such a node), so one the
+    # default scheduler happened to put a placeholder on is not counted against the plan.
+    assert r.kept_after is not None and r.kept_after <= r.ffd_around_blockers + 1, r.table()
     assert r.descheduler_evictions > 0, r.table()  # the plan, not the hook, moved them
     assert_planned_evictions(outcome)
 
