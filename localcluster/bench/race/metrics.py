@@ -33,7 +33,7 @@ class RunMetrics:
     protected_moved: int
     max_unavailable: dict[str, int]  # per workload, the most replicas not ready at once
     restarted_share: dict[str, float]  # per workload, the share of its start's Pods gone
-    pdb_violations: int  # PDBs seen below their desired healthy count
+    pdb_violations: int  # PDBs whose healthy count fell below their desired healthy count
     pending_max: float  # seconds, the longest a Pod created during the run went unbound
     pending_total: float
     launched: int
@@ -97,6 +97,22 @@ def _changed_late(samples: Sequence[Sample], quiet: float) -> bool:
                for s in samples if s.t >= end.t - quiet)
 
 
+def broken_budgets(samples: Sequence[Sample]) -> set[str]:
+    """The PDBs whose healthy count fell, from one sample to the next, to below their desired
+    healthy count: what the run did, not the state it started from. A PDB is also below it
+    while a scale-up's new replicas wait for nodes (its desired count rises with the
+    replicas), which takes no Pod from anyone."""
+    last: dict[str, int] = {}
+    out = set()
+    for s in samples:
+        for b in s.pdbs:
+            before = last.get(b.key)
+            if before is not None and b.current_healthy < min(b.desired_healthy, before):
+                out.add(b.key)
+            last[b.key] = b.current_healthy
+    return out
+
+
 def compute(samples: Sequence[Sample], evictions: Sequence[Eviction], horizon: float,
             prices: Mapping[str, float], desired: Mapping[str, int],
             protected: set[str], launch_causes: Mapping[str, int] | None = None,
@@ -130,7 +146,7 @@ def compute(samples: Sequence[Sample], evictions: Sequence[Eviction], horizon: f
         mine = [p for p in first.pods if f"{p.namespace}/{p.workload}" == key]
         if mine:
             restarted[key] = sum(p.uid not in end_uids for p in mine) / len(mine)
-    violating = {b.key for s in samples for b in s.pdbs if b.current_healthy < b.desired_healthy}
+    violating = broken_budgets(samples)
     unbound: dict[str, float] = defaultdict(float)
     for s, nxt in zip(samples, [*samples[1:], None], strict=True):
         span = (nxt.t if nxt else horizon) - s.t

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.bench.race.metrics import RunMetrics, compute, integrate, time_to
+from localcluster.bench.race.metrics import RunMetrics, broken_budgets, compute, integrate, time_to
 from localcluster.bench.race.timeline import (
     Eviction,
     NodeSample,
@@ -87,9 +87,26 @@ def test_a_replacement_evicted_again_and_a_protected_pod_moved_are_counted() -> 
     assert m.evictions == {"karpenter": 2, "descheduler": 1}
 
 
-def test_a_pdb_below_its_desired_healthy_count_is_a_violation() -> None:
+def test_a_pdb_whose_healthy_count_falls_below_its_desired_count_is_a_violation() -> None:
     bad = Sample(250, T2.nodes, 2, T2.pods, (PdbSample("production/web", 0, 1),))
     assert run(samples=[T0, T1, T2, bad]).pdb_violations == 1
+
+
+@pytest.mark.parametrize(("healthy", "desired", "broken"), [
+    # (current, desired) per sample of one PDB
+    ([2, 2, 2], [1, 3, 3], False),  # a scale-up: its new replicas wait for a node
+    ([2, 3, 2], [1, 3, 3], True),  # then one of them lost
+    ([2, 2, 1], [1, 3, 3], True),  # lost while the scale-up still waits
+    ([2, 1, 1], [1, 1, 1], False),  # down to its budget, not below
+    ([1, 0], [1, 1], True),
+    ([0, 0], [1, 1], False),  # below from the first sample: the start, not the run
+    ([1, 1, 0], [1, 2, 2], True),  # a fall while a scale-up waits
+])
+def test_only_a_fall_below_the_desired_count_breaks_a_budget(
+        healthy: list[int], desired: list[int], broken: bool) -> None:
+    samples = [Sample(t * 10, T0.nodes, 3, T0.pods, (PdbSample("production/web", h, d),))
+               for t, (h, d) in enumerate(zip(healthy, desired, strict=True))]
+    assert broken_budgets(samples) == ({"production/web"} if broken else set())
 
 
 def test_a_run_still_changing_at_the_horizon_is_flagged_cut() -> None:
