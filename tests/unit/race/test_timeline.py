@@ -1,8 +1,10 @@
 """The race's recorder, with the API server faked (``timeline.sample`` and the cluster's
-client are the boundary here): its first sample is the restored start."""
+client are the boundary here): its first sample is the restored start, taken by the caller
+of ``start`` before the arm begins; the rest come from its thread."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, cast
 
@@ -22,22 +24,36 @@ class _Cluster:
         return _Client()
 
 
-def test_the_recorder_samples_the_start_before_the_arm_begins_with_the_api_faked(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[str] = []  # what the cluster holds when each sample is taken
-    state = ["the restored start"]
+def _recorder(monkeypatch: pytest.MonkeyPatch, interval: float) -> tuple[Recorder, list[bool]]:
+    """A recorder whose samples say whether the caller of ``start`` took them."""
+    caller = threading.current_thread()
+    by_caller: list[bool] = []
 
     def fake_sample(kube: object, pool: str, t: float) -> Sample:
-        seen.append(state[0])
+        by_caller.append(threading.current_thread() is caller)
         return Sample(t, (), 0, (), ())
 
     monkeypatch.setattr(timeline, "sample", fake_sample)
-    recorder = Recorder(cast(Any, _Cluster()), "pool", interval=0.01)
+    return Recorder(cast(Any, _Cluster()), "pool", interval=interval), by_caller
+
+
+def test_the_recorder_samples_the_start_before_start_returns_with_the_api_faked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder, by_caller = _recorder(monkeypatch, interval=60.0)
     recorder.start()
-    state[0] = "the first rise"  # what an arm that begins at once does next
+    taken = list(by_caller)  # what the arm, beginning now, comes after
+    recorder.stop()
+    assert taken == [True] and recorder.samples[0].t == 0.0
+
+
+def test_the_recorders_thread_samples_after_the_start_with_the_api_faked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder, by_caller = _recorder(monkeypatch, interval=0.01)
+    recorder.start()
+    deadline = time.monotonic() + 30
     try:
-        time.sleep(0.05)
+        while len(by_caller) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
     finally:
         recorder.stop()
-    assert seen[0] == "the restored start" and recorder.samples[0].t == 0.0
-    assert len(seen) > 1 and set(seen[1:]) == {"the first rise"}
+    assert by_caller[0] and len(by_caller) >= 2 and not any(by_caller[1:]), by_caller
